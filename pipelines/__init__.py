@@ -1,0 +1,1 @@
+"""pipelines: the Apache Beam side of zerda (reading corpora, chunking, writing Parquet)."""

@@ -1,0 +1,1 @@
+"""Reading corpora from any fsspec filesystem and writing the chunk dataset."""

@@ -1,0 +1,54 @@
+"""Packaging for zerda; Dataflow ships this file with ``--setup_file ./setup.py``."""
+
+from setuptools import find_packages, setup
+
+CORE = [
+    "apache-beam>=2.77,<3",
+    "pyarrow>=15",
+    "fsspec>=2024.2",
+    "smart-open[zst]>=7",
+    "pyyaml>=6",
+    "zstandard>=0.22",
+]
+
+EXTRAS = {
+    "s3": ["s3fs>=2024.2", "boto3>=1.34"],
+    "gcs": ["gcsfs>=2024.2"],
+    "azure": ["adlfs>=2024.2"],
+    "dev": [
+        "pytest>=8",
+        "pytest-xdist>=3.5",
+        "hypothesis>=6.100",
+        "duckdb>=1.0",
+        "polars>=1.0",
+        "moto[server]>=5",
+        "s3fs>=2024.2",
+        "boto3>=1.34",
+        "psutil>=5.9",
+        "ruff>=0.6",
+        "mypy>=1.10",
+        "types-PyYAML",
+    ],
+    "bench": ["chonkie>=1.0", "semchunk>=2", "langchain-text-splitters>=0.3", "psutil>=5.9"],
+}
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name="zerda",
+    version="0.1.0",
+    description="Density-adaptive re-chunking of text corpora for retrieval, as an Apache Beam pipeline.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["zerda_core", "zerda_core.*", "pipelines", "pipelines.*"]),
+    package_data={"zerda_core": ["py.typed"], "pipelines": ["py.typed", "sample_corpus/*", "sample_corpus/**/*"]},
+    include_package_data=True,
+    install_requires=CORE,
+    extras_require=EXTRAS,
+    entry_points={
+        "console_scripts": [
+            "zerda-rechunk=pipelines.rechunk:main",
+            "zerda-report=pipelines.report:main",
+        ]
+    },
+)

@@ -1,0 +1,42 @@
+"""ChunkConfig: the settings a chunker reads, validated once at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """Chunking settings; the ``adaptive_*`` names follow the reference page.
+
+    ``min_chunk_size`` is the size (non-whitespace-trimmed characters) under which a
+    whole document is dropped and under which a final tail joins the chunk before it.
+    ``adaptive_min_size > adaptive_max_size`` is allowed, as the reference page says:
+    every target then collapses to ``adaptive_min_size``.
+    """
+
+    adaptive_base_size: int = 512
+    adaptive_min_size: int = 100
+    adaptive_max_size: int = 1500
+    overlap: int = 128
+    adaptive_technical_threshold: float = 0.5
+    min_chunk_size: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
+            _require(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "a positive integer")
+        _require(isinstance(self.overlap, int) and self.overlap >= 0, "overlap", "an integer >= 0")
+        _require(
+            isinstance(self.min_chunk_size, int) and self.min_chunk_size >= 0, "min_chunk_size", "an integer >= 0"
+        )
+        threshold = self.adaptive_technical_threshold
+        _require(
+            isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0,
+            "adaptive_technical_threshold",
+            "a number in [0, 1]",
+        )
+
+
+def _require(ok: bool, name: str, what: str) -> None:
+    if not ok:
+        raise ValueError(f"ChunkConfig.{name} must be {what}")
