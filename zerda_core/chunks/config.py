@@ -26,9 +26,7 @@ class ChunkConfig:
         for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
             _require(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "a positive integer")
         _require(isinstance(self.overlap, int) and self.overlap >= 0, "overlap", "an integer >= 0")
-        _require(
-            isinstance(self.min_chunk_size, int) and self.min_chunk_size >= 0, "min_chunk_size", "an integer >= 0"
-        )
+        _require(isinstance(self.min_chunk_size, int) and self.min_chunk_size >= 0, "min_chunk_size", "an integer >= 0")
         threshold = self.adaptive_technical_threshold
         _require(
             isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0,
