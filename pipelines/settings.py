@@ -1,0 +1,300 @@
+"""Run settings: one reviewed YAML file, validated in full before the pipeline starts.
+
+Every key is optional and has a default; an unknown key, a wrong type or an impossible
+value is a :class:`SettingsError` naming the key, so a typo in a scheduled job's config
+stops the launch instead of silently running with defaults. ``python -m pipelines.settings
+CONFIG...`` checks config files (exit code 2 on the first bad one) and
+``--reference`` prints the settings table for the README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import fsspec
+import yaml
+
+import zerda_core
+from zerda_core.chunks.config import ChunkConfig
+
+
+class SettingsError(ValueError):
+    """Invalid run settings or an unreadable config file; the CLI exits with code 2."""
+
+
+class _Rule(NamedTuple):
+    """What a key accepts: its type name (for the reference), a check and the words for errors."""
+
+    type: str
+    check: Callable[[Any], bool]
+    expected: str
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _one_of(*choices: str) -> _Rule:
+    return _Rule("str", lambda v: v in choices, "one of " + ", ".join(repr(c) for c in choices))
+
+
+POSITIVE_INT = _Rule("int", lambda v: _is_int(v) and v > 0, "a positive integer")
+NON_NEGATIVE_INT = _Rule("int", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+UNIT_INTERVAL = _Rule("float", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
+NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
+BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
+PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
+
+
+def _setting(default: Any, rule: _Rule, description: str) -> Any:
+    return field(default=default, metadata={"rule": rule, "description": description})
+
+
+def _describe(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+class _Section:
+    """Shared validation of one YAML section; subclasses are frozen dataclasses."""
+
+    SECTION: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{self.SECTION}.{f.name} must be {f.metadata['rule'].expected}, got {_describe(getattr(self, f.name))}"
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if not f.metadata["rule"].check(getattr(self, f.name))
+        ]
+        problems += self._cross_checks()
+        if problems:
+            raise SettingsError("\n".join(problems))
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if f.metadata["rule"].type == "float":  # 1 and 1.0 must give the same fingerprint
+                object.__setattr__(self, f.name, float(getattr(self, f.name)))
+
+    def _cross_checks(self) -> list[str]:
+        """Rules between keys; each guards its own types, as it runs even when a key is wrong."""
+        return []
+
+
+@dataclass(frozen=True)
+class ChunkingSettings(_Section):
+    """How documents are cut; the sizes become zerda_core's ``ChunkConfig``."""
+
+    SECTION: ClassVar[str] = "chunking"
+    base_size: int = _setting(512, POSITIVE_INT, "Target chunk size (characters) at neutral density.")
+    min_size: int = _setting(100, POSITIVE_INT, "Target size for the densest text (density 1).")
+    max_size: int = _setting(1500, POSITIVE_INT, "Target size for the most narrative text (density 0).")
+    overlap: int = _setting(128, NON_NEGATIVE_INT, "Characters carried from one chunk into the next.")
+    technical_threshold: float = _setting(
+        0.5, UNIT_INTERVAL, "Kept as in the reference API; density is continuous, so it does not move the cuts."
+    )
+    min_chunk_size: int = _setting(
+        100, NON_NEGATIVE_INT, "Documents shorter than this are rejected; shorter tails join the chunk before."
+    )
+    language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")
+
+    def _cross_checks(self) -> list[str]:
+        sizes_valid = POSITIVE_INT.check(self.min_size) and POSITIVE_INT.check(self.max_size)
+        if sizes_valid and self.min_size > self.max_size:
+            return [f"chunking.min_size ({self.min_size}) must not exceed chunking.max_size ({self.max_size})"]
+        return []
+
+
+@dataclass(frozen=True)
+class InputSettings(_Section):
+    """How corpus files are read (see ``pipelines.io.read``)."""
+
+    SECTION: ClassVar[str] = "input"
+    text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")
+    id_field: str = _setting("id", NAME, "JSONL field / Parquet column holding the document id (optional).")
+    encoding_errors: str = _setting(
+        "strict", _one_of("strict", "replace"), "Invalid UTF-8: `strict` rejects it, `replace` decodes it with U+FFFD."
+    )
+    max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
+
+
+@dataclass(frozen=True)
+class OutputSettings(_Section):
+    """How the chunk dataset is written."""
+
+    SECTION: ClassVar[str] = "output"
+    bucket_width: float = _setting(0.1, BUCKET_WIDTH, "Width of a density bucket: 0.1 gives density_bucket=0..9.")
+    compression: str = _setting("zstd", _one_of(*PARQUET_COMPRESSIONS), "Parquet compression codec.")
+    max_rows_per_file: int = _setting(100_000, POSITIVE_INT, "Rows at most in one Parquet file.")
+
+
+@dataclass(frozen=True)
+class EnrichSettings(_Section):
+    """Optional metadata added to each chunk."""
+
+    SECTION: ClassVar[str] = "enrich"
+    keywords: bool = _setting(False, BOOL, "Add a `keywords` column (MetadataEnricher).")
+    top_k: int = _setting(5, POSITIVE_INT, "Keywords kept per chunk.")
+
+
+SECTIONS: dict[str, type] = {
+    "chunking": ChunkingSettings,
+    "input": InputSettings,
+    "output": OutputSettings,
+    "enrich": EnrichSettings,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All run settings: frozen, and a plain dict (``to_dict``) for Beam workers and the manifest."""
+
+    chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    input: InputSettings = field(default_factory=InputSettings)
+    output: OutputSettings = field(default_factory=OutputSettings)
+    enrich: EnrichSettings = field(default_factory=EnrichSettings)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Settings:
+        """Build and validate settings from nested mappings; every problem is reported at once."""
+        data = {} if data is None else data
+        if not isinstance(data, Mapping):
+            raise SettingsError(f"settings must be a mapping of sections, got {_describe(data)}")
+        problems = _unknown(data, SECTIONS, "section")
+        sections: dict[str, Any] = {}
+        for name, section_cls in SECTIONS.items():
+            values = {} if data.get(name) is None else data[name]
+            if not isinstance(values, Mapping):
+                problems.append(f"{name} must be a mapping of keys, got {_describe(values)}")
+                continue
+            known = {f.name: f for f in dataclasses.fields(section_cls)}
+            problems += _unknown(values, known, f"key in {name}")
+            try:
+                sections[name] = section_cls(**{k: v for k, v in values.items() if k in known})
+            except SettingsError as err:
+                problems.append(str(err))
+        if problems:
+            raise SettingsError("\n".join(problems))
+        return cls(**sections)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Plain nested dict of every setting (defaults included): JSON-able and picklable."""
+        return dataclasses.asdict(self)
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the settings and the zerda version: equal fingerprints, equal chunks."""
+        canonical = json.dumps(
+            {"settings": self.to_dict(), "zerda": zerda_core.__version__}, sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    def chunk_config(self) -> ChunkConfig:
+        """The library's chunking config for these settings."""
+        c = self.chunking
+        return ChunkConfig(
+            adaptive_base_size=c.base_size,
+            adaptive_min_size=c.min_size,
+            adaptive_max_size=c.max_size,
+            overlap=c.overlap,
+            adaptive_technical_threshold=c.technical_threshold,
+            min_chunk_size=c.min_chunk_size,
+        )
+
+
+def _unknown(values: Mapping[Any, Any], known: Mapping[str, Any], what: str) -> list[str]:
+    problems = []
+    for key in values:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+            problems.append(f"unknown {what}: {key!r}{hint}")
+    return problems
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read and validate a YAML config (any fsspec URL); ``None`` gives the defaults.
+
+    Only ``yaml.safe_load``: a config is data, never code (``!!python/...`` tags are refused).
+    """
+    if path is None:
+        return Settings()
+    try:
+        with fsspec.open(str(path), "rb") as f:
+            raw = f.read()
+    except OSError as err:
+        raise SettingsError(f"cannot read config {path}: {err.strerror or err}") from err
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise SettingsError(f"config {path} is not valid YAML: {err}") from err
+    try:
+        return Settings.from_dict(data)
+    except SettingsError as err:
+        raise SettingsError(f"config {path}:\n{err}") from err
+
+
+class SettingDoc(NamedTuple):
+    """One row of the settings reference."""
+
+    key: str
+    type: str
+    default: Any
+    allowed: str
+    description: str
+
+
+def settings_reference() -> list[SettingDoc]:
+    """Every key with its type, default, allowed values and meaning, in file order."""
+    return [
+        SettingDoc(
+            f"{section}.{f.name}",
+            f.metadata["rule"].type,
+            f.default,
+            f.metadata["rule"].expected,
+            f.metadata["description"],
+        )
+        for section, section_cls in SECTIONS.items()
+        for f in dataclasses.fields(section_cls)
+    ]
+
+
+def settings_reference_markdown() -> str:
+    """The settings reference as a Markdown table (the README's table is checked against it)."""
+    rows = ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
+    rows += [
+        f"| `{d.key}` | {d.type} | `{json.dumps(d.default)}` | {d.allowed} | {d.description} |"
+        for d in settings_reference()
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check config files (exit 2 on a bad one) or print the reference with ``--reference``."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--reference"]:
+        print(settings_reference_markdown(), end="")
+        return 0
+    if not args:
+        print("usage: python -m pipelines.settings CONFIG.yaml... | --reference", file=sys.stderr)
+        return 2
+    for path in args:
+        try:
+            print(f"{path}: ok, fingerprint {load_settings(path).fingerprint}")
+        except SettingsError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
