@@ -1,0 +1,40 @@
+"""The chunker's contract (DESIGN.md "The chunker"), as one reusable check."""
+
+from __future__ import annotations
+
+from zerda_core.chunks import AdaptiveChunker, ChunkType, DocumentChunk
+
+
+def assert_chunk_contract(chunker: AdaptiveChunker, text: str, chunks: list[DocumentChunk]) -> None:
+    """Exact slices, nothing lost, size bound, advancing overlap, one density and target per document."""
+    if len(text.strip()) < max(chunker.min_chunk_size, 1):
+        assert chunks == []
+        return
+    assert chunks, "a document at least min_chunk_size long must give chunks"
+    target = chunks[0].metadata.extra["target_size"]
+    overlap = min(chunker.overlap, target // 2)
+    covered = [False] * len(text)
+    for index, chunk in enumerate(chunks):
+        meta = chunk.metadata
+        assert meta.chunk_index == index
+        assert meta.chunk_type is ChunkType.ADAPTIVE
+        assert chunk.text == text[meta.start_char : meta.end_char]
+        assert chunk.char_count == len(chunk.text) > 0
+        assert chunk.text == chunk.text.strip(), "chunks neither start nor end with whitespace"
+        assert meta.extra["target_size"] == target
+        assert meta.extra["density"] == chunks[0].metadata.extra["density"]
+        is_merged_tail = index == len(chunks) - 1
+        if not is_merged_tail:
+            assert chunk.char_count <= target
+        for i in range(meta.start_char, meta.end_char):
+            covered[i] = True
+    for previous, current in zip(chunks, chunks[1:], strict=False):
+        p, c = previous.metadata, current.metadata
+        assert c.start_char > p.start_char and c.end_char > p.end_char, "each chunk advances"
+        if overlap and c.start_char < p.end_char:
+            assert c.start_char >= p.end_char - overlap, "overlap lies in the previous chunk's tail"
+        else:
+            assert not text[p.end_char : c.start_char].strip(), "only whitespace between chunks without overlap"
+    lost = [i for i, ch in enumerate(text) if not covered[i] and not ch.isspace()]
+    assert not lost, f"characters lost at {lost[:10]}"
+    assert len({c.chunk_id for c in chunks}) == len(chunks)

@@ -1,0 +1,71 @@
+"""Property tests: the chunker contract on random and adversarial text."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.chunk_checks import assert_chunk_contract
+from zerda_core.chunks import AdaptiveChunker, ChunkConfig
+from zerda_core.chunks.adaptive_chunker import _estimate_density
+from zerda_core.chunks.sentences import sentence_spans
+
+PIECES = [
+    "The fox sleeps. ", "Dr. Who? ", "e.g. this ", "3.14 ", "v2.0.1 ", "https://x.org/a.b?c=1 ", "... ", "?! ",
+    "def f(x): return x ", "SELECT * FROM t; ", "{[()]} ", "مرحبا بك؟", "كيف حالك؟! ", "د. أحمد، ", "؛ ", "۔",
+    "\n", "\n\n", "\r\n", "\r", "\t", "   ", "\u200f", "\u200e", "😀", "👩‍👩‍👧", "\u00a0", "\u3000", "\x00",
+    "x" * 300, "word " * 80, "ـــ", "A", ".", "\u0301", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+]
+odd_text = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
+any_text = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=3000)
+texts = st.one_of(odd_text, any_text)
+configs = st.builds(
+    lambda lo, span, overlap, min_chunk: ChunkConfig(
+        adaptive_min_size=lo, adaptive_max_size=lo + span, overlap=overlap, min_chunk_size=min_chunk
+    ),
+    st.integers(2, 400),
+    st.integers(0, 600),
+    st.integers(0, 300),
+    st.integers(0, 150),
+)
+
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(text=texts, config=configs)
+def test_contract_on_random_text(text: str, config: ChunkConfig) -> None:
+    chunker = AdaptiveChunker(config)
+    assert_chunk_contract(chunker, text, chunker.chunk(text, doc_id="d", source="s"))
+
+
+@FAST
+@given(text=texts, config=configs)
+def test_deterministic(text: str, config: ChunkConfig) -> None:
+    first = AdaptiveChunker(config).chunk(text, doc_id="d")
+    second = AdaptiveChunker(config).chunk(text, doc_id="d")
+    assert [(c.chunk_id, c.metadata) for c in first] == [(c.chunk_id, c.metadata) for c in second]
+
+
+@FAST
+@given(text=texts)
+def test_density_in_unit_interval(text: str) -> None:
+    assert 0.0 <= _estimate_density(text) <= 1.0
+
+
+@FAST
+@given(text=texts)
+def test_sentence_spans_cover_visible_text(text: str) -> None:
+    spans = sentence_spans(text)
+    covered = {i for a, b in spans for i in range(a, b)}
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+    assert all(text[a:b] == text[a:b].strip() and a < b for a, b in spans)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:], strict=False))
+
+
+@settings(max_examples=25, deadline=None)
+@given(word=st.sampled_from(["x", "ab ", "مرحبا ", "😀", "\u200f", "a.b"]), repeat=st.integers(5_000, 60_000))
+def test_huge_sentences_without_ends(word: str, repeat: int) -> None:
+    text = word * repeat
+    chunker = AdaptiveChunker(min_size=50, max_size=400, overlap=64)
+    assert_chunk_contract(chunker, text, chunker.chunk(text))

@@ -1,0 +1,78 @@
+"""_estimate_density: each term of the reference formula moves the score the right way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zerda_core.chunks.adaptive_chunker import _estimate_density
+from zerda_core.chunks.language import detect_language
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\n", "😀😀😀", "٣٤٥ ١٢", "\x00\x01"])
+def test_density_stays_in_unit_interval(text: str) -> None:
+    assert 0.0 <= _estimate_density(text) <= 1.0
+
+
+def test_empty_text_has_zero_density() -> None:
+    assert _estimate_density("") == 0.0
+
+
+def test_technical_hits_raise_density() -> None:
+    prose = "the river ran past the old mill and the children watched the water turn the wheel slowly"
+    sql = "SELECT id FROM users WHERE score >= 0.75 AND name = 'x' ORDER BY id; SELECT now() FROM t"
+    assert _estimate_density(sql) > _estimate_density(prose) + 0.2
+
+
+def test_repeated_vocabulary_lowers_density() -> None:
+    varied = "desert foxes hunt beetles while owls watch silent dunes under bright cold stars"
+    repeated = "fox fox fox fox fox fox fox fox fox fox fox fox fox fox"
+    assert _estimate_density(varied) > _estimate_density(repeated)
+
+
+def test_long_words_raise_density() -> None:
+    short = "a b c d e f g h i j a b c d e f g h i j"
+    long_ = "abcdefghij klmnopqrst abcdefghij klmnopqrst abcdefghij klmnopqrst abcdefghij"
+    assert _estimate_density(long_) > _estimate_density(short)
+
+
+def test_long_arabic_words_raise_density() -> None:
+    simple = "ذهب الولد إلى البيت ثم أكل الخبز ونام"
+    formal = "الاستراتيجيات والمستشفيات والمعلوماتية والمتخصصين"
+    assert _estimate_density(formal) > _estimate_density(simple)
+
+
+def test_arabic_diacritics_do_not_count_as_letters() -> None:
+    assert _estimate_density("كَتَبَ كَتَبَ") == _estimate_density("كَتَبَ كَتَبَ")
+    plain, vowelled = "مكتبة مكتبة مكتبة", "مَكْتَبَة مَكْتَبَة مَكْتَبَة"
+    # six letters: not a complex word, with or without vowel marks
+    assert _estimate_density(vowelled) - _estimate_density(plain) < 0.2
+
+
+def test_code_is_denser_than_narrative_on_shipped_texts() -> None:
+    code = _estimate_density((DATA / "code_python.txt").read_text(encoding="utf-8"))
+    sql = _estimate_density((DATA / "query.sql").read_text(encoding="utf-8"))
+    prose = _estimate_density((DATA / "english_prose.txt").read_text(encoding="utf-8"))
+    assert min(code, sql) > prose
+
+
+def test_huge_document_is_scored_in_windows_like_a_small_one() -> None:
+    paragraph = (DATA / "english_prose.txt").read_text(encoding="utf-8")
+    huge = paragraph * 2000  # about 2.6 MB: several scan windows
+    assert abs(_estimate_density(huge) - _estimate_density(paragraph * 800)) < 0.01
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("The fox sleeps by day.", "en"),
+        ("ينام الثعلب في النهار.", "ar"),
+        ("The fox الثعلب sleeps ينام by day في النهار", "mixed"),
+        ("1234 + 5678 = 6912", "und"),
+    ],
+)
+def test_language_by_script_share(text: str, language: str) -> None:
+    assert detect_language(text) == language

@@ -1,0 +1,63 @@
+"""Sentence spans on English, Arabic, code and scraped text."""
+
+from __future__ import annotations
+
+import pytest
+
+from zerda_core.chunks.sentences import sentence_spans
+
+
+def sentences(text: str) -> list[str]:
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
+        ("Wait... Really?! Yes.", ["Wait...", "Really?!", "Yes."]),
+        ("Pi is 3.14 today. Beam v2.77.0 works.", ["Pi is 3.14 today.", "Beam v2.77.0 works."]),
+        ("See https://example.com/a.html?x=1 now. Done.", ["See https://example.com/a.html?x=1 now.", "Done."]),
+        ("Dr. Smith met Mr. Jones, e.g. at noon. Then left.", ["Dr. Smith met Mr. Jones, e.g. at noon.", "Then left."]),
+        ("J. K. Rowling wrote it. The U.S. Army read it.", ["J. K. Rowling wrote it.", "The U.S. Army read it."]),
+        ('He said "stop." Then (quietly.) She left.', ['He said "stop."', "Then (quietly.)", "She left."]),
+        ("It costs approx. five dollars. Cheap.", ["It costs approx. five dollars.", "Cheap."]),
+        ("Title\n\nBody line one\nline two.\r\n\r\nNext", ["Title", "Body line one\nline two.", "Next"]),
+        ("Lone\r\rCR ends", ["Lone", "CR ends"]),
+        ("x = obj.method(a.b)\ny = 1.5", ["x = obj.method(a.b)\ny = 1.5"]),
+    ],
+)
+def test_english_and_code(text: str, expected: list[str]) -> None:
+    assert sentences(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("كيف حالك؟ أنا بخير.", ["كيف حالك؟", "أنا بخير."]),
+        ("كيف حالك؟أنا بخير", ["كيف حالك؟", "أنا بخير"]),
+        ("حقاً؟! نعم.", ["حقاً؟!", "نعم."]),
+        ("انتهى الدرس۔ بدأ غيره", ["انتهى الدرس۔", "بدأ غيره"]),
+        ("قال د. أحمد إن الجو جميل، ثم ذهب؛ وعاد.", ["قال د. أحمد إن الجو جميل، ثم ذهب؛ وعاد."]),
+        ("«هل جئت؟» قالت.", ["«هل جئت؟»", "قالت."]),
+    ],
+)
+def test_arabic(text: str, expected: list[str]) -> None:
+    assert sentences(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\n", "\u200f\u200e"])
+def test_blank_text_has_no_visible_sentence(text: str) -> None:
+    assert all(text[a:b].strip() for a, b in sentence_spans(text))
+    if not text.strip():
+        assert sentence_spans(text) == []
+
+
+def test_spans_are_ordered_disjoint_and_cover_every_visible_character() -> None:
+    text = "  A first one.  And a second!\n\nمرحبا؟نعم  "
+    spans = sentence_spans(text)
+    assert spans == sorted(spans)
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert end <= start and not text[end:start].strip()
+    visible = {i for i, ch in enumerate(text) if not ch.isspace()}
+    assert visible <= {i for a, b in spans for i in range(a, b)}
