@@ -1,0 +1,102 @@
+"""ChunkDocuments: density estimation and chunking per document, as a Beam ParDo.
+
+Input: ``SourceRecord`` elements. Main output: one row dict per chunk (the
+``CHUNK_SCHEMA`` columns plus ``density_bucket``); tagged output ``rejects``: a
+``Reject`` for every record that yields no chunk. A failing document becomes a
+``chunker_error`` reject, never a crashed job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
+
+from pipelines.records import Reject, SourceRecord, excerpt
+from pipelines.schema import PARTITION_COLUMN, density_bucket
+from pipelines.settings import Settings
+from zerda_core.chunks import AdaptiveChunker, DocumentChunk
+from zerda_core.enrich import MetadataEnricher
+
+REJECTS = "rejects"
+METRICS_NAMESPACE = "zerda"
+
+
+class _ChunkFn(beam.DoFn):
+    """Builds the chunker once per worker in ``setup()`` from the settings dict."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self._settings = settings
+        self._documents = Metrics.counter(METRICS_NAMESPACE, "documents_chunked")
+        self._chunks = Metrics.counter(METRICS_NAMESPACE, "chunks_written")
+        self._density = Metrics.distribution(METRICS_NAMESPACE, "density_x10000")
+
+    def setup(self) -> None:
+        settings = Settings.from_dict(self._settings)
+        self._chunker = AdaptiveChunker(settings.chunk_config(), language=settings.chunking.language)
+        self._enricher = MetadataEnricher(top_k=settings.enrich.top_k) if settings.enrich.keywords else None
+        self._bucket_width = settings.output.bucket_width
+        self._fingerprint = settings.fingerprint
+
+    def process(self, record: SourceRecord) -> Iterator[Any]:
+        try:
+            chunks = self._chunker.chunk(record.text, doc_id=record.doc_id, source=record.source)
+            if self._enricher is not None:
+                self._enricher.enrich(chunks)
+            rows = [self._row(record, chunk) for chunk in chunks]
+        except Exception as error:  # a bad document must not stop a 10 TB job
+            yield self._reject(record, "chunker_error", f"{type(error).__name__}: {error}")
+            return
+        if not rows:
+            reason = "empty" if not record.text.strip() else "below_min_chunk_size"
+            yield self._reject(record, reason, f"{len(record.text.strip())} visible characters")
+            return
+        self._documents.inc()
+        self._chunks.inc(len(rows))
+        self._density.update(round(rows[0]["density"] * 10_000))
+        yield from rows
+
+    def _reject(self, record: SourceRecord, reason: str, message: str) -> TaggedOutput:
+        Metrics.counter(METRICS_NAMESPACE, f"rejects_{reason}").inc()
+        return TaggedOutput(
+            REJECTS, Reject(record.source, record.record, record.doc_id, reason, message, excerpt(record.text))
+        )
+
+    def _row(self, record: SourceRecord, chunk: DocumentChunk) -> dict[str, Any]:
+        meta = chunk.metadata
+        density = meta.extra["density"]
+        keywords = meta.extra.get("keywords")
+        return {
+            "chunk_id": chunk.chunk_id,
+            "doc_id": meta.doc_id,
+            "source": meta.source,
+            "record": record.record,
+            "chunk_index": meta.chunk_index,
+            "text": chunk.text,
+            "char_count": chunk.char_count,
+            "start_char": meta.start_char,
+            "end_char": meta.end_char,
+            "density": density,
+            "target_size": meta.extra["target_size"],
+            "chunk_type": meta.chunk_type.value,
+            "language": meta.language,
+            "config_fingerprint": self._fingerprint,
+            "keywords": None if keywords is None else [{"term": t, "score": s} for t, s in keywords],
+            PARTITION_COLUMN: density_bucket(density, self._bucket_width),
+        }
+
+
+class ChunkDocuments(beam.PTransform):
+    """SourceRecords → chunk rows (main output) and rejects (``REJECTS`` tag)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self._settings = settings.to_dict()
+
+    def expand(self, records: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return records | "ChunkEachDocument" >> beam.ParDo(_ChunkFn(self._settings)).with_outputs(
+            REJECTS, main="chunks"
+        )
