@@ -1,0 +1,308 @@
+"""Run settings: defaults, validation messages naming the key, configs/, fingerprint, reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import pytest
+
+import zerda_core
+from pipelines import settings as settings_module
+from pipelines.settings import (
+    ChunkingSettings,
+    Settings,
+    SettingsError,
+    load_settings,
+    main,
+    settings_reference,
+    settings_reference_markdown,
+)
+from zerda_core.chunks.config import ChunkConfig
+
+CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(data: object) -> str:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_dict(data)  # type: ignore[arg-type]
+    return str(info.value)
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    assert Settings().to_dict() == {
+        "chunking": {
+            "base_size": 512,
+            "min_size": 100,
+            "max_size": 1500,
+            "overlap": 128,
+            "technical_threshold": 0.5,
+            "min_chunk_size": 100,
+            "language": "auto",
+        },
+        "input": {
+            "text_field": "text",
+            "id_field": "id",
+            "encoding_errors": "strict",
+            "max_document_chars": 50_000_000,
+        },
+        "output": {"bucket_width": 0.1, "compression": "zstd", "max_rows_per_file": 100_000},
+        "enrich": {"keywords": False, "top_k": 5},
+    }
+    assert load_settings(None) == Settings()
+    assert Settings.from_dict({}) == Settings() == Settings.from_dict(None)
+
+
+def test_default_yaml_spells_out_exactly_the_defaults() -> None:
+    assert load_settings(Path(__file__).resolve().parent.parent / "configs" / "default.yaml") == Settings()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
+def test_every_config_in_configs_loads(config: Path) -> None:
+    settings = load_settings(config)
+    assert Settings.from_dict(settings.to_dict()) == settings
+
+
+def test_the_named_configs_exist_and_differ_as_described() -> None:
+    names = {c.name for c in CONFIGS}
+    assert {"default.yaml", "technical.yaml", "prose.yaml", "dataflow.yaml", "flink.yaml"} <= names
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    default = load_settings(configs / "default.yaml").chunking
+    technical = load_settings(configs / "technical.yaml").chunking
+    prose = load_settings(configs / "prose.yaml").chunking
+    for size in ("base_size", "min_size", "max_size"):
+        assert getattr(technical, size) < getattr(default, size) < getattr(prose, size)
+
+
+@pytest.mark.parametrize(
+    ("config", "options"),
+    [
+        (
+            "dataflow.yaml",
+            ["--runner DataflowRunner", "--project", "--region", "--temp_location gs://", "--setup_file"],
+        ),
+        ("flink.yaml", ["--runner FlinkRunner", "--flink_master", "--environment_type", "PortableRunner"]),
+    ],
+)
+def test_runner_configs_show_the_runner_options(config: str, options: list[str]) -> None:
+    text = (Path(__file__).resolve().parent.parent / "configs" / config).read_text(encoding="utf-8")
+    comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    for option in options:
+        assert option in comments
+
+
+def test_to_dict_round_trips_and_pickles() -> None:
+    settings = Settings.from_dict({"chunking": {"base_size": 300, "min_size": 80}, "enrich": {"keywords": True}})
+    assert Settings.from_dict(settings.to_dict()) == settings
+    assert pickle.loads(pickle.dumps(settings.to_dict())) == settings.to_dict()
+    assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().chunking.base_size = 3  # type: ignore[misc]
+
+
+def test_chunk_config_carries_every_chunking_size() -> None:
+    settings = Settings.from_dict(
+        {
+            "chunking": {
+                "base_size": 300,
+                "min_size": 80,
+                "max_size": 800,
+                "overlap": 64,
+                "technical_threshold": 0.7,
+                "min_chunk_size": 50,
+            }
+        }
+    )
+    assert settings.chunk_config() == ChunkConfig(
+        adaptive_base_size=300,
+        adaptive_min_size=80,
+        adaptive_max_size=800,
+        overlap=64,
+        adaptive_technical_threshold=0.7,
+        min_chunk_size=50,
+    )
+
+
+def test_fingerprint_follows_settings_and_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = Settings().fingerprint
+    assert len(default) == 16 and int(default, 16) >= 0
+    assert Settings().fingerprint == default
+    assert Settings.from_dict({"chunking": {"overlap": 64}}).fingerprint != default
+    assert Settings.from_dict({"input": {"encoding_errors": "replace"}}).fingerprint != default
+    monkeypatch.setattr(zerda_core, "__version__", "999.0")
+    assert Settings().fingerprint != default
+
+
+def test_integer_and_float_spellings_give_one_fingerprint() -> None:
+    as_int = Settings.from_dict({"output": {"bucket_width": 1}, "chunking": {"technical_threshold": 0}})
+    as_float = Settings.from_dict({"output": {"bucket_width": 1.0}, "chunking": {"technical_threshold": 0.0}})
+    assert as_int.fingerprint == as_float.fingerprint
+    assert isinstance(as_int.output.bucket_width, float)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"chunking": {"base_sise": 3}}, "unknown key in chunking: 'base_sise' (did you mean 'base_size'?)"),
+        ({"chunks": {}}, "unknown section: 'chunks' (did you mean 'chunking'?)"),
+        ({"zzz": 1}, "unknown section: 'zzz' (known: chunking, input, output, enrich)"),
+        ({"chunking": {"base_size": "512"}}, "chunking.base_size must be a positive integer, got '512' (str)"),
+        ({"chunking": {"max_size": 1500.0}}, "chunking.max_size must be a positive integer, got 1500.0 (float)"),
+        ({"chunking": {"min_size": True}}, "chunking.min_size must be a positive integer, got True (bool)"),
+        ({"chunking": {"base_size": -5}}, "chunking.base_size must be a positive integer, got -5 (int)"),
+        ({"chunking": {"min_size": 0}}, "chunking.min_size must be a positive integer, got 0 (int)"),
+        ({"chunking": {"max_size": -1}}, "chunking.max_size must be a positive integer, got -1 (int)"),
+        ({"chunking": {"min_chunk_size": -1}}, "chunking.min_chunk_size must be an integer >= 0, got -1 (int)"),
+        ({"chunking": {"overlap": -1}}, "chunking.overlap must be an integer >= 0, got -1 (int)"),
+        (
+            {"chunking": {"min_size": 2000}},
+            "chunking.min_size (2000) must not exceed chunking.max_size (1500)",
+        ),
+        (
+            {"chunking": {"technical_threshold": 1.5}},
+            "chunking.technical_threshold must be a number in [0, 1], got 1.5 (float)",
+        ),
+        ({"chunking": {"language": ""}}, "chunking.language must be a non-empty string, got '' (str)"),
+        ({"output": {"bucket_width": 0}}, "output.bucket_width must be a number in (0, 1], got 0 (int)"),
+        ({"output": {"bucket_width": 1.5}}, "output.bucket_width must be a number in (0, 1], got 1.5 (float)"),
+        ({"output": {"bucket_width": -0.1}}, "output.bucket_width must be a number in (0, 1], got -0.1 (float)"),
+        ({"output": {"bucket_width": "0.1"}}, "output.bucket_width must be a number in (0, 1], got '0.1' (str)"),
+        ({"output": {"compression": "lzo"}}, "output.compression must be one of 'zstd', 'snappy'"),
+        ({"output": {"max_rows_per_file": 0}}, "output.max_rows_per_file must be a positive integer, got 0 (int)"),
+        ({"input": {"encoding_errors": "ignore"}}, "input.encoding_errors must be one of 'strict', 'replace'"),
+        ({"input": {"text_field": None}}, "input.text_field must be a non-empty string, got None (NoneType)"),
+        ({"input": {"max_document_chars": -1}}, "input.max_document_chars must be a positive integer, got -1"),
+        ({"enrich": {"keywords": "yes"}}, "enrich.keywords must be true or false, got 'yes' (str)"),
+        ({"enrich": {"top_k": 0}}, "enrich.top_k must be a positive integer, got 0 (int)"),
+        ({"enrich": [1, 2]}, "enrich must be a mapping of keys, got [1, 2] (list)"),
+        ({"chunking": 0}, "chunking must be a mapping of keys, got 0 (int)"),
+        ([1, 2], "settings must be a mapping of sections, got [1, 2] (list)"),
+    ],
+)
+def test_bad_settings_name_the_key(data: object, expected: str) -> None:
+    assert expected in error_of(data)
+
+
+def test_accepts_the_edges_of_each_range() -> None:
+    settings = Settings.from_dict(
+        {
+            "chunking": {"min_size": 700, "max_size": 700, "overlap": 0, "min_chunk_size": 0, "technical_threshold": 1},
+            "output": {"bucket_width": 1},
+            "input": {"encoding_errors": "replace"},
+        }
+    )
+    assert settings.chunking.min_size == settings.chunking.max_size == 700
+    assert settings.output.bucket_width == 1.0
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    message = error_of({"chunking": {"overlap": -1, "min_size": 2000, "typo": 1}, "output": {"bucket_width": 2}})
+    lines = message.splitlines()
+    assert len(lines) == 4
+    assert any("chunking.overlap" in line for line in lines)
+    assert any("chunking.min_size (2000)" in line for line in lines)
+    assert any("'typo'" in line for line in lines)
+    assert any("output.bucket_width" in line for line in lines)
+
+
+def test_sections_validate_when_built_directly() -> None:
+    with pytest.raises(SettingsError, match=r"chunking\.overlap must be an integer >= 0"):
+        ChunkingSettings(overlap=-3)
+
+
+def test_settings_error_is_a_value_error() -> None:
+    assert issubclass(SettingsError, ValueError)
+
+
+def test_yaml_file_loads_with_defaults_for_missing_keys(tmp_path: Path) -> None:
+    path = write(tmp_path, "chunking:\n  base_size: 300\n  min_size: 80\noutput:\n")
+    settings = load_settings(path)
+    assert settings.chunking.base_size == 300
+    assert settings.chunking.max_size == 1500
+    assert settings.output == Settings().output
+
+
+def test_empty_yaml_file_gives_defaults(tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, "# nothing set\n")) == Settings()
+
+
+def test_yaml_error_names_the_file_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "chunking:\n  overlap: -4\n")
+    with pytest.raises(SettingsError) as info:
+        load_settings(path)
+    assert str(path) in str(info.value)
+    assert "chunking.overlap must be an integer >= 0, got -4" in str(info.value)
+
+
+def test_missing_config_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"cannot read config .*nope\.yaml"):
+        load_settings(tmp_path / "nope.yaml")
+
+
+def test_directory_as_config_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="cannot read config"):
+        load_settings(tmp_path)
+
+
+def test_unreadable_config_is_a_settings_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def deny(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(settings_module.fsspec, "open", deny)
+    with pytest.raises(SettingsError, match=r"cannot read config .*: Permission denied"):
+        load_settings(write(tmp_path, "chunking: {}\n"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["chunking: [unclosed\n", "chunking:\n  base_size: 1\n bad_indent: 2\n", "a: 1\n---\nb: 2\n", "\x00\x01"],
+)
+def test_invalid_yaml_is_a_settings_error(tmp_path: Path, text: str) -> None:
+    with pytest.raises(SettingsError, match="is not valid YAML"):
+        load_settings(write(tmp_path, text))
+
+
+def test_yaml_object_tags_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "chunking: !!python/object/apply:os.system ['echo pwned > /tmp/zerda-pwned']\n")
+    with pytest.raises(SettingsError, match="is not valid YAML"):
+        load_settings(path)
+
+
+def test_reference_lists_every_key_once() -> None:
+    keys = [doc.key for doc in settings_reference()]
+    expected = [f"{section}.{key}" for section, values in Settings().to_dict().items() for key in values]
+    assert keys == expected
+    defaults = Settings().to_dict()
+    for doc in settings_reference():
+        section, key = doc.key.split(".")
+        assert doc.default == defaults[section][key]
+        assert doc.description and doc.allowed and doc.type in {"int", "float", "str", "bool"}
+
+
+def test_reference_markdown_has_a_row_per_key() -> None:
+    table = settings_reference_markdown().splitlines()
+    assert table[0].startswith("| key | type | default |")
+    assert len(table) == 2 + len(settings_reference())
+    assert "| `chunking.base_size` | int | `512` | a positive integer |" in table[2]
+
+
+def test_cli_checks_configs_and_exits_2_on_a_bad_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+    assert main([str(good)]) == 0
+    assert f"ok, fingerprint {Settings().fingerprint}" in capsys.readouterr().out
+    bad = write(tmp_path, "output:\n  bucket_width: 0\n")
+    assert main([str(good), str(bad)]) == 2
+    assert "output.bucket_width" in capsys.readouterr().err
+    assert main([]) == 2
+    assert main(["--reference"]) == 0
+    assert capsys.readouterr().out == settings_reference_markdown()
