@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import apache_beam as beam
 import fsspec
@@ -253,6 +253,8 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     Parquet) keeps the records before the damage and adds one ``unreadable_file`` reject at
     the record where it broke; a file that holds no record at all gives one ``empty`` reject.
     Storage failures raise (``StorageError``, or the error opening the file).
+    ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
+    a stream read to its end, a little more for Parquet, which fetches its footer again.
     """
     fmt, compression = split_suffixes(file.url)
     ctx = _FileContext(file, settings, compression)
@@ -280,9 +282,15 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     yield FileReport(file.url, stored.bytes_read, emitted, error)
 
 
-def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader:
-    buffered = io.BufferedReader(stored, buffer_size=_BUFFER_BYTES)
-    return compression_wrapper(buffered, "rb", compression=compression) if compression else buffered
+def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader[Any]:
+    """The decompressed bytes, buffered (the readers peek and read lines).
+
+    smart_open wraps each decompressor opened "rb" in a BufferedReader, hence the cast.
+    """
+    buffered: io.BufferedReader[Any] = io.BufferedReader(stored, buffer_size=_BUFFER_BYTES)
+    if not compression:
+        return buffered
+    return cast("io.BufferedReader[Any]", compression_wrapper(buffered, "rb", compression=compression))
 
 
 def _read_jsonl(stream: io.BufferedReader, ctx: _FileContext) -> Iterator[SourceRecord | Reject]:
@@ -384,7 +392,7 @@ def _seekable(stream: io.BufferedReader, compression: str) -> Iterator[IO[bytes]
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
         shutil.copyfileobj(stream, spool, _BUFFER_BYTES)
         spool.seek(0)
-        yield spool  # type: ignore[misc]
+        yield spool
 
 
 _Reader = Callable[[io.BufferedReader, _FileContext], Iterator[SourceRecord | Reject]]
