@@ -1,0 +1,80 @@
+"""The Arrow schemas of the output dataset and the density bucket of a chunk.
+
+- ``CHUNK_SCHEMA``: the columns stored in ``OUTPUT/density_bucket=K/part-*.parquet``. The
+  partition column ``density_bucket`` is not stored in the files: Hive partitioning puts it in
+  the path, and readers (pyarrow, DuckDB, polars) add it back from there.
+- ``REJECT_SCHEMA``: the columns of ``OUTPUT/_rejects/``, one row per input record without chunks.
+- ``density_bucket(density, width)``: the partition a chunk goes to; shared by the chunking
+  transform (which adds it to each row) and the writer (which turns it into a directory).
+
+Every column is required except ``keywords`` (null when enrichment is off), so the writer can
+refuse a row that lacks a field instead of storing a silent null.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+PARTITION_COLUMN = "density_bucket"
+
+KEYWORDS_TYPE = pa.list_(pa.struct([("term", pa.string()), ("score", pa.float64())]))
+
+
+def _required(name: str, type_: pa.DataType) -> pa.Field:
+    return pa.field(name, type_, nullable=False)
+
+
+CHUNK_SCHEMA = pa.schema(
+    [
+        _required("chunk_id", pa.string()),
+        _required("doc_id", pa.string()),
+        _required("source", pa.string()),
+        _required("record", pa.int64()),
+        _required("chunk_index", pa.int32()),
+        _required("text", pa.string()),
+        _required("char_count", pa.int32()),
+        _required("start_char", pa.int64()),
+        _required("end_char", pa.int64()),
+        _required("density", pa.float64()),
+        _required("target_size", pa.int32()),
+        _required("chunk_type", pa.string()),
+        _required("language", pa.string()),
+        _required("config_fingerprint", pa.string()),
+        pa.field("keywords", KEYWORDS_TYPE, nullable=True),
+    ]
+)
+
+REJECT_SCHEMA = pa.schema(
+    [
+        _required("source", pa.string()),
+        _required("record", pa.int64()),
+        _required("doc_id", pa.string()),
+        _required("reason", pa.string()),
+        _required("message", pa.string()),
+        _required("excerpt", pa.string()),
+    ]
+)
+
+# Quotients are rounded to this many decimals before flooring, so that 0.3 / 0.1
+# (2.9999999999999996 in floats) lands in bucket 3 as a reader of the YAML expects.
+_QUOTIENT_DECIMALS = 9
+
+
+def _quotient(numerator: float, width: float) -> float:
+    return round(numerator / width, _QUOTIENT_DECIMALS)
+
+
+def n_buckets(width: float) -> int:
+    """How many buckets cover densities [0, 1]: ``ceil(1 / width)``; the last may be narrower."""
+    if not 0 < width <= 1:
+        raise ValueError(f"bucket width must be in (0, 1], got {width!r}")
+    return math.ceil(_quotient(1.0, width))
+
+
+def density_bucket(density: float, width: float) -> int:
+    """The bucket index ``floor(density / width)``, with density 1.0 in the last bucket."""
+    if not 0.0 <= density <= 1.0:  # also refuses NaN
+        raise ValueError(f"density must be in [0, 1], got {density!r}")
+    return min(math.floor(_quotient(density, width)), n_buckets(width) - 1)
