@@ -1,0 +1,322 @@
+"""Atomic, retry-safe, Hive-partitioned Parquet output: Beam's file-sink protocol, done by hand.
+
+Wiring (the rechunk entry point)::
+
+    prepare_output(output)            # last check before the run: OutputError -> exit code 2
+    run_id = new_run_id()
+    staged_chunks = chunk_rows | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows_per_file)
+    staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows_per_file)
+    manifest = ... | pipelines.manifest.BuildManifest(...)
+    {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
+
+1. Stage. Each bundle writes its rows to new files ``OUTPUT/_staging/<run_id>/<dir>/part-<uuid4><ext>``
+   (a file per ``max_rows_per_file`` rows and directory) and emits one ``StagedFile`` per file. A failed
+   or retried bundle attempt may leave files behind, but the runner discards its outputs, so no
+   committed element ever names them.
+2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
+   remove ``_SUCCESS`` and the previous run's dataset, move the named files to
+   ``OUTPUT/density_bucket=K/part-NNNNN.parquet`` and ``OUTPUT/_rejects/part-NNNNN.pq`` (numbered in
+   sorted order), delete ``_staging/`` whole (leftovers of killed runs and retried bundles included),
+   write ``_manifest.json``, then ``_SUCCESS``. A rerun replaces OUTPUT whole, whatever the number of
+   files before; a commit retried after a crash halfway finishes the job instead of losing files.
+
+Why not Beam's own sinks: ``fileio.WriteToFiles`` loses data in Beam 2.77 when writing into new local
+sub-folders, and ``WriteToParquet`` leaves old ``-of-N`` shards behind when N changes.
+
+Reject files end in ``.pq``: with ``.parquet`` the documented read of the dataset,
+``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)``, would pick them up beside the chunks
+and fail on their partition-less path. Read them with ``read_parquet('OUTPUT/_rejects/*')``.
+
+Paths are fsspec URLs (local, ``s3://``, ``gs://``, ``memory://`` in tests); credentials come from the
+environment. Directory names are built only from our own bucket numbers, never from input text. Two
+runs writing into the same OUTPUT at the same time are not supported. Batch (global window) only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import posixpath
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.transforms.window import GlobalWindows
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+
+from pipelines.manifest import finish_manifest
+from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA
+
+STAGING_DIR = "_staging"
+REJECTS_DIR = "_rejects"
+MANIFEST_FILE = "_manifest.json"
+SUCCESS_FILE = "_SUCCESS"
+CHUNK_SUFFIX = ".parquet"
+REJECT_SUFFIX = ".pq"
+DEFAULT_MAX_ROWS_PER_FILE = 100_000
+_MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+class OutputError(ValueError):
+    """OUTPUT cannot hold the dataset (a file, not writable, unknown protocol): the CLI exits with code 2."""
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A file written by a bundle: ``directory`` (its final folder) and ``path`` are relative to OUTPUT."""
+
+    directory: str
+    path: str
+    rows: int
+
+
+def new_run_id() -> str:
+    """A fresh id for a run's staging folder; it sorts by start time."""
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def _filesystem(output: str) -> tuple[AbstractFileSystem, str]:
+    """The filesystem of OUTPUT and its normalised path on it (absolute for local paths)."""
+    fs, path = url_to_fs(output)
+    return fs, posixpath.normpath(path)
+
+
+def _absolute_url(output: str) -> str:
+    """OUTPUT as an absolute URL, resolved at construction: workers may not share the launcher's cwd."""
+    fs, root = _filesystem(output)
+    return fs.unstrip_protocol(root)
+
+
+def _remove(fs: AbstractFileSystem, path: str | list[str], recursive: bool = False) -> None:
+    """Delete what exists of ``path``; an empty list is nothing to do."""
+    if not path:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(path, recursive=recursive)
+
+
+def prepare_output(output: str) -> None:
+    """Check, before the run, that OUTPUT is a directory we can write; remove a previous ``_SUCCESS``.
+
+    Removing ``_SUCCESS`` up front means a run that then fails or is killed leaves none behind. Call it
+    after every other check: it creates OUTPUT if missing.
+    """
+    try:
+        fs, root = _filesystem(output)
+        if fs.isfile(root):
+            raise OutputError(f"output {output!r} is a file, not a directory")
+        fs.makedirs(root, exist_ok=True)
+        probe = f"{root}/.zerda-probe-{uuid.uuid4().hex}"
+        fs.pipe_file(probe, b"")
+        fs.rm(probe)
+        _remove(fs, f"{root}/{SUCCESS_FILE}")
+    except OutputError:
+        raise
+    except (OSError, ValueError, ImportError) as err:  # what fsspec raises for denied, bad or unknown paths
+        raise OutputError(f"output {output!r} is not writable: {err}") from err
+
+
+def _bucket_directory(row: Mapping[str, Any]) -> str:
+    return f"{PARTITION_COLUMN}={int(row[PARTITION_COLUMN])}"  # int(): a name only from our bucket numbers
+
+
+def _rejects_directory(row: Mapping[str, Any]) -> str:
+    return REJECTS_DIR
+
+
+class _StageParquet(beam.DoFn):
+    """Buffers a bundle's rows per directory and writes each buffer as a new Parquet file in staging."""
+
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        schema: pa.Schema,
+        directory_of: Callable[[Mapping[str, Any]], str],
+        suffix: str,
+        compression: str,
+        max_rows_per_file: int,
+    ) -> None:
+        self._output = output
+        self._run_id = run_id
+        self._schema = schema
+        self._directory_of = directory_of
+        self._suffix = suffix
+        self._compression = compression
+        self._max_rows = max_rows_per_file
+        self._required = [field.name for field in schema if not field.nullable]
+
+    def setup(self) -> None:
+        self._fs, self._root = _filesystem(self._output)
+        self._made_dirs: set[str] = set()
+
+    def start_bundle(self) -> None:
+        self._buffers: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+
+    def process(self, row: Mapping[str, Any]):
+        directory = self._directory_of(row)
+        buffer = self._buffers[directory]
+        buffer.append(row)
+        if len(buffer) >= self._max_rows:
+            yield self._write(directory)
+
+    def finish_bundle(self):
+        for directory in list(self._buffers):
+            yield GlobalWindows.windowed_value_at_end_of_window(self._write(directory))
+
+    def _write(self, directory: str) -> StagedFile:
+        table = pa.Table.from_pylist(self._buffers.pop(directory), schema=self._schema)
+        missing = [name for name in self._required if table.column(name).null_count]
+        if missing:  # from_pylist turns a missing key into a null, even in a required column
+            raise ValueError(f"rows without a value for required column(s) {missing} in {directory}")
+        relative = f"{STAGING_DIR}/{self._run_id}/{directory}/part-{uuid.uuid4().hex}{self._suffix}"
+        folder = posixpath.dirname(f"{self._root}/{relative}")
+        if folder not in self._made_dirs:
+            self._fs.makedirs(folder, exist_ok=True)
+            self._made_dirs.add(folder)
+        with self._fs.open(f"{self._root}/{relative}", "wb") as f:
+            pq.write_table(table, f, compression=self._compression)
+        return StagedFile(directory, relative, table.num_rows)
+
+
+class _WriteParquet(beam.PTransform):
+    """Shared settings of WriteChunks and WriteRejects; the output is a PCollection of ``StagedFile``."""
+
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        compression: str = "zstd",
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> None:
+        super().__init__()
+        if not _RUN_ID.match(run_id):
+            raise ValueError(f"run_id must be letters, digits, '.', '_' or '-', got {run_id!r}")
+        if max_rows_per_file < 1:
+            raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+        self._output = _absolute_url(output)
+        self._run_id = run_id
+        self._compression = compression
+        self._max_rows = max_rows_per_file
+
+    def _stage(self, schema: pa.Schema, directory_of: Callable[[Mapping[str, Any]], str], suffix: str) -> beam.ParDo:
+        return beam.ParDo(
+            _StageParquet(self._output, self._run_id, schema, directory_of, suffix, self._compression, self._max_rows)
+        )
+
+
+class WriteChunks(_WriteParquet):
+    """Chunk row dicts (``CHUNK_SCHEMA`` names + ``density_bucket``) -> staged files, one folder per bucket."""
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return rows | "StageChunks" >> self._stage(CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX)
+
+
+class WriteRejects(_WriteParquet):
+    """``Reject`` records -> staged files for ``OUTPUT/_rejects/``."""
+
+    def expand(self, rejects: beam.PCollection) -> beam.PCollection:
+        return (
+            rejects
+            | "RejectRow" >> beam.Map(asdict)
+            | "StageRejects" >> self._stage(REJECT_SCHEMA, _rejects_directory, REJECT_SUFFIX)
+        )
+
+
+def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
+    """Each staged file with its final path: ``<directory>/part-NNNNN<ext>``, numbered in sorted order."""
+    numbered: dict[str, int] = defaultdict(int)
+    plan = []
+    for item in sorted(staged, key=lambda s: (s.directory, s.path)):
+        plan.append((item, f"{item.directory}/part-{numbered[item.directory]:05d}{posixpath.splitext(item.path)[1]}"))
+        numbered[item.directory] += 1
+    return plan
+
+
+def _is_dataset_entry(name: str) -> bool:
+    """A top-level entry of OUTPUT that belongs to a previous run's dataset."""
+    return name.startswith(f"{PARTITION_COLUMN}=") or name == REJECTS_DIR
+
+
+class _Commit(beam.DoFn):
+    """Replaces OUTPUT's dataset with the staged files, then writes the manifest and ``_SUCCESS``."""
+
+    def __init__(self, output: str) -> None:
+        self._output = output
+
+    def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
+        fs, root = _filesystem(self._output)
+        fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
+        named = _final_names([*chunk_files, *reject_files])
+        plan = [(f"{root}/{staged.path}", f"{root}/{final}") for staged, final in named]
+        # A file an earlier attempt of this commit already moved is no longer in staging: keep it.
+        waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
+        to_move = [(src, dst) for src, dst in plan if src in waiting]
+        moved = {dst for src, dst in plan if src not in waiting}
+        lost = [dst for dst in moved if not fs.exists(dst)]
+        if lost:  # checked before deleting anything, while the previous dataset is still whole
+            raise FileNotFoundError(f"staged files missing (another run writing into OUTPUT?): {sorted(lost)[:5]}")
+
+        _remove(fs, f"{root}/{SUCCESS_FILE}")
+        _remove(fs, f"{root}/{MANIFEST_FILE}")
+        folders = {posixpath.dirname(dst) for _, dst in plan}
+        _clear_previous(fs, root, keep=moved, folders=folders)
+        for folder in folders:
+            fs.makedirs(folder, exist_ok=True)
+        with ThreadPoolExecutor(_MOVE_THREADS) as pool:
+            list(pool.map(lambda move: fs.mv(*move), to_move))
+        _remove(fs, f"{root}/{STAGING_DIR}", recursive=True)
+
+        files = [{"path": final, "rows": staged.rows} for staged, final in named]
+        final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
+        fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
+        fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
+        yield final_manifest
+
+
+def _clear_previous(fs: AbstractFileSystem, root: str, keep: set[str], folders: set[str]) -> None:
+    """Delete the previous dataset: the folders this run does not write whole, in the others all but ``keep``."""
+    if not fs.exists(root):
+        return
+    for entry in fs.ls(root, detail=False):
+        entry = entry.rstrip("/")
+        if not _is_dataset_entry(posixpath.basename(entry)):
+            continue
+        if entry in folders:
+            _remove(fs, [path for path in fs.find(entry) if path not in keep])
+        else:
+            _remove(fs, entry, recursive=True)
+
+
+class CommitOutput(beam.PTransform):
+    """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> the final manifest.
+
+    Runs once, after every staged write and the manifest are complete (they are its side inputs).
+    """
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self._output = _absolute_url(output)
+
+    def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        return (
+            pcolls["manifest"].pipeline
+            | "Once" >> beam.Create([None])
+            | "Commit"
+            >> beam.ParDo(
+                _Commit(self._output),
+                beam.pvalue.AsList(pcolls["chunks"]),
+                beam.pvalue.AsList(pcolls["rejects"]),
+                beam.pvalue.AsSingleton(pcolls["manifest"]),
+            )
+        )

@@ -1,0 +1,289 @@
+"""The Parquet writer: round trip, reruns, retried bundles, failures, memory:// and prepare_output.
+
+Pipelines run on the real DirectRunner and the dataset is read back with pyarrow and DuckDB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import apache_beam as beam
+import duckdb
+import fsspec
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.io.write import (
+    CommitOutput,
+    OutputError,
+    WriteChunks,
+    WriteRejects,
+    new_run_id,
+    prepare_output,
+)
+from pipelines.manifest import BuildManifest, check_accounting
+from pipelines.records import FileReport, Reject
+from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA, density_bucket, n_buckets
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None = None) -> dict:
+    """A chunk row as the chunking transform emits it; Arabic text to check the strings round-trip."""
+    text = f"مستند {doc} — chunk {index}"
+    return {
+        "chunk_id": f"doc{doc}-{index}",
+        "doc_id": f"doc{doc}",
+        "source": "corpus/part.jsonl",
+        "record": doc + 1,
+        "chunk_index": index,
+        "text": text,
+        "char_count": len(text),
+        "start_char": 100 * index,
+        "end_char": 100 * index + len(text),
+        "density": density,
+        "target_size": 512,
+        "chunk_type": "ADAPTIVE",
+        "language": "mixed",
+        "config_fingerprint": "f00dfeed",
+        "keywords": keywords,
+        PARTITION_COLUMN: density_bucket(density, 0.1),
+    }
+
+
+def corpus(docs: int, densities: tuple[float, ...] = (0.05, 0.42, 0.97)) -> list[dict]:
+    """Two chunks per document, spread over the buckets of ``densities``."""
+    return [chunk_row(d, i, densities[d % len(densities)]) for d in range(docs) for i in range(2)]
+
+
+REJECTS = [
+    Reject("corpus/part.jsonl", 7, "doc-x", "invalid_json", "Expecting value", "{oops"),
+    Reject("corpus/bad.gz", 0, "", "unreadable_file", "truncated gzip", ""),
+]
+
+
+def run_write(
+    output: str,
+    rows: list[dict],
+    rejects: list[Reject] = REJECTS,
+    options: tuple[str, ...] = (),
+    run_id: str = "",
+    **write,
+) -> None:
+    """The writer's part of the rechunk pipeline, wired as the entry point does."""
+    prepare_output(output)
+    run_id = run_id or new_run_id()
+    records = len({(r["source"], r["record"]) for r in rows}) + len(rejects)
+    with beam.Pipeline(options=PipelineOptions(list(options))) as p:
+        chunks = p | "Chunks" >> beam.Create(rows)
+        bad = p | "Rejects" >> beam.Create(rejects)
+        reports = p | "Reports" >> beam.Create([FileReport("corpus/part.jsonl", 1234, records)])
+        manifest = {"chunks": chunks, "rejects": bad, "reports": reports} | "Manifest" >> BuildManifest(
+            settings={"output": {"bucket_width": 0.1}},
+            fingerprint="f00dfeed",
+            output=output,
+            started=datetime.now(timezone.utc),
+        )
+        staged = {
+            "chunks": chunks | "WriteChunks" >> WriteChunks(output, run_id, **write),
+            "rejects": bad | "WriteRejects" >> WriteRejects(output, run_id, **write),
+        }
+        {**staged, "manifest": manifest} | "Commit" >> CommitOutput(output)
+
+
+def read_chunks(output: str, filesystem: fsspec.AbstractFileSystem | None = None) -> list[dict]:
+    table = ds.dataset(output, format="parquet", partitioning="hive", filesystem=filesystem).to_table()
+    return sorted(table.to_pylist(), key=lambda row: row["chunk_id"])
+
+
+def read_rejects(output: Path) -> list[Reject]:
+    table = pq.read_table(output / "_rejects")
+    assert table.schema.equals(REJECT_SCHEMA)
+    return sorted((Reject(**row) for row in table.to_pylist()), key=lambda r: r.record)
+
+
+def files_under(output: Path) -> set[str]:
+    return {p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file()}
+
+
+def manifest_files(output: Path) -> dict:
+    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    check_accounting(manifest)
+    return {entry["path"]: entry["rows"] for entry in manifest["output"]["files"]}
+
+
+@pytest.mark.parametrize(
+    ("density", "width", "bucket"),
+    [
+        (0.0, 0.1, 0),
+        (0.0999, 0.1, 0),
+        (0.1, 0.1, 1),
+        (0.3, 0.1, 3),  # 0.3 / 0.1 == 2.9999999999999996 in floats
+        (0.7, 0.1, 7),
+        (0.9999, 0.1, 9),
+        (1.0, 0.1, 9),  # density 1 belongs to the last bucket, not to an eleventh
+        (0.5, 1.0, 0),
+        (1.0, 1.0, 0),
+        (0.25, 0.25, 1),
+        (0.75, 0.25, 3),
+        (1.0, 0.25, 3),
+        (0.9, 0.3, 3),  # 4 buckets of width 0.3, the last one narrower
+        (1.0, 0.3, 3),
+    ],
+)
+def test_density_bucket(density: float, width: float, bucket: int) -> None:
+    assert density_bucket(density, width) == bucket
+
+
+def test_bucket_count_and_bad_values() -> None:
+    assert [n_buckets(w) for w in (0.1, 0.2, 0.25, 0.3, 1 / 3, 1.0)] == [10, 5, 4, 4, 3, 1]
+    for width in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="bucket width"):
+            n_buckets(width)
+    for density in (-0.01, 1.01, math.nan):
+        with pytest.raises(ValueError, match="density"):
+            density_bucket(density, 0.1)
+
+
+def test_schemas_store_no_partition_column_and_require_all_but_keywords() -> None:
+    assert PARTITION_COLUMN not in CHUNK_SCHEMA.names
+    assert [f.name for f in CHUNK_SCHEMA if f.nullable] == ["keywords"]
+    assert REJECT_SCHEMA.names == ["source", "record", "doc_id", "reason", "message", "excerpt"]
+
+
+def test_staging_writes_a_file_per_max_rows_and_bucket(tmp_path: Path) -> None:
+    rows = [chunk_row(d, 0, 0.42) for d in range(5)] + [chunk_row(9, 0, 0.97)]
+    with BeamTestPipeline() as p:
+        staged = p | beam.Create(rows) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=2)
+        assert_that(
+            staged | beam.Map(lambda s: (s.directory, s.rows)),
+            equal_to(
+                [("density_bucket=4", 2), ("density_bucket=4", 2), ("density_bucket=4", 1), ("density_bucket=9", 1)]
+            ),
+        )
+    staged_files = list((tmp_path / "_staging" / "run-1").rglob("part-*.parquet"))
+    assert len(staged_files) == 4
+    assert sum(pq.read_table(f).num_rows for f in staged_files) == 6
+
+
+def test_run_id_must_be_a_plain_name(tmp_path: Path) -> None:
+    for bad in ("../up", "a/b", "", ".hidden"):
+        with pytest.raises(ValueError, match="run_id"):
+            WriteChunks(str(tmp_path), bad)
+
+
+def test_round_trip_reads_back_in_pyarrow_and_duckdb(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    rows = corpus(9)
+    rows[0]["keywords"] = [{"term": "مستند", "score": 0.9}, {"term": "chunk", "score": 0.5}]
+    run_write(str(out), rows, max_rows_per_file=4)
+
+    assert read_chunks(str(out)) == sorted(rows, key=lambda row: row["chunk_id"])
+    assert read_rejects(out) == sorted(REJECTS, key=lambda r: r.record)
+
+    glob = (out / "**" / "*.parquet").as_posix()
+    per_bucket = duckdb.sql(
+        f"SELECT density_bucket, count(*) FROM read_parquet('{glob}', hive_partitioning=true) GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert per_bucket == [(0, 6), (4, 6), (9, 6)]
+
+    files = files_under(out)
+    assert {"_SUCCESS", "_manifest.json"} <= files
+    assert not any(f.startswith("_staging") for f in files)
+    # 6 rows a bucket, 4 a file: two files each, numbered in order; the manifest lists exactly what is there
+    listed = manifest_files(out)
+    assert set(listed) == files - {"_SUCCESS", "_manifest.json"}
+    assert {f"density_bucket={b}/part-0000{i}.parquet" for b in (0, 4, 9) for i in (0, 1)} | {
+        "_rejects/part-00000.pq"
+    } == set(listed)
+    assert sorted(listed.values()) == [2, 2, 2, 2, 4, 4, 4]
+
+
+def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    run_write(str(out), corpus(9), max_rows_per_file=1)  # 18 one-row files in 3 buckets, 2 reject files
+    assert len(files_under(out)) == 18 + 2 + 2  # + _SUCCESS and _manifest.json
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    second = corpus(6, densities=(0.42, 0.55))  # bucket 0 and 9 gone, bucket 5 new, no rejects
+    run_write(
+        str(out), second, rejects=[], options=("--direct_num_workers=2", "--direct_running_mode=multi_processing")
+    )
+
+    assert read_chunks(str(out)) == sorted(second, key=lambda row: row["chunk_id"])
+    files = files_under(out)
+    assert set(manifest_files(out)) == files - {"_SUCCESS", "_manifest.json"}
+    assert {f.split("/")[0] for f in manifest_files(out)} == {"density_bucket=4", "density_bucket=5"}
+    assert not (out / "_rejects").exists() and not (out / "density_bucket=0").exists()
+    # rows in several bundles: each of the two workers wrote its own file per bucket
+    assert len(manifest_files(out)) > 2
+
+
+def test_retried_bundles_and_stray_staged_files_are_not_committed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    rows = corpus(9)
+    stray = pa.Table.from_pylist([chunk_row(99, 0)], schema=CHUNK_SCHEMA)
+    for folder in ("killed-run", "this-run"):  # leftovers of a killed job and of a failed attempt of this one
+        (out / "_staging" / folder / "density_bucket=4").mkdir(parents=True)
+        pq.write_table(stray, out / "_staging" / folder / "density_bucket=4" / "part-stray.parquet")
+
+    # Every bundle, the commit's included, runs a first attempt whose outputs are thrown away, then again.
+    run_write(str(out), rows, options=("--direct_runner_bundle_repeat=1",), run_id="this-run", max_rows_per_file=4)
+
+    assert read_chunks(str(out)) == sorted(rows, key=lambda row: row["chunk_id"])
+    assert len(read_rejects(out)) == len(REJECTS)
+    assert not (out / "_staging").exists()
+    assert set(manifest_files(out)) == files_under(out) - {"_SUCCESS", "_manifest.json"}
+
+
+def test_memory_filesystem_output() -> None:
+    output = f"memory://zerda-test-{uuid.uuid4().hex}/out"
+    fs, root = fsspec.core.url_to_fs(output)
+    try:
+        rows = corpus(4)
+        run_write(output, rows)
+        assert fs.exists(f"{root}/_SUCCESS")
+        assert read_chunks(root, filesystem=fs) == sorted(rows, key=lambda row: row["chunk_id"])
+        assert not fs.exists(f"{root}/_staging")
+    finally:
+        fs.rm(root.rsplit("/", 1)[0], recursive=True)
+
+
+def test_a_failed_write_leaves_no_success(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_write(str(out), corpus(3))
+    assert (out / "_SUCCESS").exists()
+
+    broken = corpus(3)
+    del broken[1]["text"]  # a row without a required column: the write must fail, not store a null
+    with pytest.raises(Exception, match="required column"):
+        run_write(str(out), broken)
+    assert not (out / "_SUCCESS").exists()
+
+
+def test_prepare_output(tmp_path: Path) -> None:
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    with pytest.raises(OutputError, match="is a file"):
+        prepare_output(str(a_file))
+    with pytest.raises(OutputError, match="not writable"):
+        prepare_output(str(a_file / "below"))
+    with pytest.raises(OutputError, match="not writable"):
+        prepare_output("nosuchprotocol://bucket/out")
+
+    out = tmp_path / "new" / "out"
+    prepare_output(str(out))
+    assert out.is_dir() and not any(out.iterdir())  # created, and the write probe is gone
+    (out / "_SUCCESS").touch()
+    prepare_output(str(out))
+    assert not (out / "_SUCCESS").exists()
