@@ -1,0 +1,49 @@
+"""The end-of-run summary: what was read, chunked and rejected, and where the output is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.terminal_table import render_histogram, render_table
+
+
+def render_summary(manifest: dict[str, Any]) -> str:
+    counts = manifest["counts"]
+    width = manifest["settings"]["output"]["bucket_width"]
+    output = manifest["output"]["root"]
+    seconds = manifest.get("timings", {}).get("seconds") or 0.0
+    megabytes = sum(i.get("bytes", 0) for i in manifest.get("inputs", [])) / 1e6
+    lines = [
+        "",
+        render_table(
+            ["records read", "documents chunked", "rejected", "chunks", "seconds", "MB/s"],
+            [
+                [
+                    counts["records_read"],
+                    counts["documents_chunked"],
+                    sum(counts["rejects"].values()),
+                    counts["chunks"],
+                    round(seconds, 1),
+                    round(megabytes / seconds, 2) if seconds else None,
+                ]
+            ],
+        ),
+    ]
+    rejects = [[reason, n] for reason, n in counts["rejects"].items() if n]
+    if rejects:
+        lines += ["", render_table(["reject reason", "records"], rejects)]
+    buckets = sorted(counts["chunks_by_bucket"], key=int)
+    lines += [
+        "",
+        render_table(
+            ["density bucket", "chunks", "characters"],
+            [[b, counts["chunks_by_bucket"][b], counts["chars_by_bucket"].get(b, 0)] for b in buckets],
+        ),
+        "",
+        render_histogram(counts["chunks_by_bucket"], width=40, bucket_width=width),
+        "",
+        f"output: {output}",
+        'explore: duckdb -c "SELECT density_bucket, count(*) FROM read_parquet('
+        f"'{output.rstrip('/')}/**/*.parquet', hive_partitioning=true) GROUP BY 1 ORDER BY 1\"",
+    ]
+    return "\n".join(lines)
