@@ -1,0 +1,94 @@
+"""Plain-text tables and density histograms for the terminal, shared by the end-of-run summary and the report.
+
+Kept free of Beam and Arrow so both the entry point and ``pipelines.report`` can render the same way::
+
+    print(render_table(["reason", "records"], [["empty", 3], ["invalid_json", 1]]))
+    print(render_histogram(manifest["counts"]["chunks_by_bucket"], width=40, bucket_width=0.1))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+# A bar is drawn in eighths of a cell so small differences stay visible in a narrow terminal.
+_FULL = "█"
+_PARTIAL = " ▏▎▍▌▋▊▉"
+_EIGHTHS = 8
+MISSING = "–"
+
+
+def format_cell(value: object) -> str:
+    """Numbers with thousands separators, ``None`` as a dash, anything else as ``str``."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(value)
+
+
+def is_numeric(value: object) -> bool:
+    """Numbers (not booleans): their columns are right-aligned."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """An aligned table: numbers right-aligned (they compare by magnitude), text left-aligned."""
+    cells = [[format_cell(value) for value in row] for row in rows]
+    widths = [max([len(header), *(len(row[i]) for row in cells)]) for i, header in enumerate(headers)]
+    numeric = [any(is_numeric(row[i]) for row in rows) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            value.rjust(width) if right else value.ljust(width)
+            for value, width, right in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    rule = "  ".join("─" * width for width in widths)
+    return "\n".join([line(headers), rule, *(line(row) for row in cells)])
+
+
+def _decimals(step: float) -> int:
+    """Fewest decimals (at least one) that write multiples of ``step`` exactly: 0.1 → 1, 0.05 → 2."""
+    return next((d for d in range(1, 7) if round(step, d) == step), 6)
+
+
+def bucket_label(bucket: int, bucket_width: float) -> str:
+    """The density range a bucket holds, e.g. ``0.3–0.4``; the last bucket stops at 1."""
+    decimals = _decimals(bucket_width)
+    low, high = bucket * bucket_width, min((bucket + 1) * bucket_width, 1.0)
+    return f"{low:.{decimals}f}–{high:.{decimals}f}"
+
+
+def _bar(count: int, largest: int, width: int) -> str:
+    eighths = round(count * width * _EIGHTHS / largest) if largest else 0
+    if count and not eighths:
+        eighths = 1  # a non-empty bucket never looks empty
+    full, rest = divmod(eighths, _EIGHTHS)
+    return _FULL * full + (_PARTIAL[rest] if rest else "")
+
+
+def render_histogram(
+    counts_by_bucket: Mapping[int, int] | Mapping[str, int], width: int, *, bucket_width: float = 0.1
+) -> str:
+    """One bar per bucket, from the lowest to the highest non-empty one, labelled with its density range.
+
+    Keys may be ints or the strings a JSON manifest stores (``"3"``); bars are proportional to the
+    largest count, which fills ``width`` cells.
+    """
+    counts = {int(bucket): count for bucket, count in counts_by_bucket.items()}
+    filled = [bucket for bucket, count in counts.items() if count]
+    if not filled:
+        return "(no chunks)"
+    buckets = range(min(filled), max(filled) + 1)
+    largest = max(counts.values())
+    labels = [bucket_label(bucket, bucket_width) for bucket in buckets]
+    label_width = max(len(label) for label in labels)
+    rows = []
+    for bucket, label in zip(buckets, labels, strict=True):
+        count = counts.get(bucket, 0)
+        rows.append(f"{label.rjust(label_width)} │{_bar(count, largest, width).ljust(width)} {format_cell(count)}")
+    return "\n".join(rows)
