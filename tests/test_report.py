@@ -1,0 +1,341 @@
+"""The report: read back a finished output (built here with pyarrow, not by the pipeline) and show it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import uuid
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.report import load_report, main, percentile, render_html, render_svg_histogram
+from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+from pipelines.terminal_table import bucket_label, render_histogram, render_table
+
+# bucket -> documents, each (doc_id, language, chunk sizes)
+DOCUMENTS = {
+    1: [("story/a", "en", [1400, 1200, 300]), ("story/b", "en", [1000])],
+    3: [("مقال/c", "ar", [600, 500])],
+    7: [("code/d", "en", [150] * 8), ("code/e", "mixed", [120, 130])],
+}
+REJECTS = ["empty", "empty", "invalid_json"]
+
+
+def chunk_rows(bucket: int) -> list[dict]:
+    rows = []
+    for record, (doc_id, language, sizes) in enumerate(DOCUMENTS[bucket], start=1):
+        start = 0
+        for index, size in enumerate(sizes):
+            rows.append(
+                {
+                    "chunk_id": f"{doc_id}#{index}",
+                    "doc_id": doc_id,
+                    "source": "corpus.jsonl",
+                    "record": record,
+                    "chunk_index": index,
+                    "text": "x" * size,
+                    "char_count": size,
+                    "start_char": start,
+                    "end_char": start + size,
+                    "density": bucket / 10 + 0.05,
+                    "target_size": 500,
+                    "chunk_type": "ADAPTIVE",
+                    "language": language,
+                    "config_fingerprint": "0123456789abcdef",
+                    "keywords": None,
+                }
+            )
+            start += size
+    return rows
+
+
+def manifest() -> dict:
+    chunks = {str(b): sum(len(sizes) for _, _, sizes in docs) for b, docs in DOCUMENTS.items()}
+    return {
+        "format": 1,
+        "fingerprint": "0123456789abcdef",
+        "settings": {"output": {"bucket_width": 0.1}},
+        "inputs": [{"source": "corpus.jsonl", "bytes": 20000, "records": 8, "error": None}],
+        "counts": {
+            "files_read": 1,
+            "records_read": 8,
+            "documents_chunked": 5,
+            "rejects": {"empty": 2, "invalid_json": 1},
+            "chunks": sum(chunks.values()),
+            "chunks_by_bucket": chunks,
+        },
+        "timings": {"started": "2026-01-02T03:04:00+00:00", "finished": "2026-01-02T03:04:12+00:00", "seconds": 12.0},
+        "versions": {"zerda": "0.1.0"},
+    }
+
+
+def write_output(url: str, *, success: bool = True, drop_text: bool = False) -> str:
+    """A finished output as the contract describes it: Parquet per bucket, rejects, manifest, then _SUCCESS."""
+    fs, root = fsspec.core.url_to_fs(url)
+    for bucket in DOCUMENTS:
+        table = pa.Table.from_pylist(chunk_rows(bucket), schema=CHUNK_SCHEMA)
+        if drop_text:
+            table = table.drop_columns(["text"])
+        fs.makedirs(f"{root}/density_bucket={bucket}", exist_ok=True)
+        with fs.open(f"{root}/density_bucket={bucket}/part-00000-of-00001.parquet", "wb") as f:
+            pq.write_table(table, f)
+    rejects = [
+        {"source": "corpus.jsonl", "record": i, "doc_id": f"r{i}", "reason": r, "message": "", "excerpt": ""}
+        for i, r in enumerate(REJECTS)
+    ]
+    fs.makedirs(f"{root}/_rejects", exist_ok=True)
+    with fs.open(f"{root}/_rejects/part-00000-of-00001.parquet", "wb") as f:
+        pq.write_table(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA), f)
+    fs.pipe(f"{root}/_manifest.json", json.dumps(manifest()).encode())
+    if success:
+        fs.pipe(f"{root}/_SUCCESS", b"")
+    return url
+
+
+@pytest.fixture
+def output(tmp_path: Path) -> str:
+    return write_output(str(tmp_path / "out"))
+
+
+def report_text(url: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main([url]) == 0
+    return capsys.readouterr().out
+
+
+def table_row(text: str, first_cells: str) -> list[str]:
+    """The cells of the table line that starts with ``first_cells`` (cells are separated by 2+ spaces)."""
+    line = next(line for line in text.splitlines() if re.match(rf"\s*{re.escape(first_cells)}\s", line))
+    return re.split(r"\s{2,}", line.strip())
+
+
+# The text report
+
+
+def test_bucket_rows_count_chunks_characters_documents_and_sizes(output: str, capsys) -> None:
+    text = report_text(output, capsys)
+    assert table_row(text, "1  0.1–0.2") == ["1", "0.1–0.2", "2", "4", "3,900", "300", "1,000", "1,400", "1,400"]
+    assert table_row(text, "3  0.3–0.4") == ["3", "0.3–0.4", "1", "2", "1,100", "500", "500", "600", "600"]
+    assert table_row(text, "7  0.7–0.8") == ["7", "0.7–0.8", "2", "10", "1,450", "120", "150", "150", "150"]
+    assert table_row(text, "all") == ["all", "5", "16", "6,450", "120", "150", "1,400", "1,400"]
+    assert not re.search(r"^\s*2\s+0\.2–0\.3", text, re.M), "empty buckets have no table row"
+
+
+def test_headline_languages_and_rejects(output: str, capsys) -> None:
+    text = report_text(output, capsys)
+    assert "fingerprint 0123456789abcdef" in text
+    assert "records read 8 · documents chunked 5 · rejected 3 · chunks 16 · characters 6,450" in text
+    assert table_row(text, "en") == ["en", "3", "12", "75.00"]
+    assert table_row(text, "ar") == ["ar", "1", "2", "12.50"]
+    assert table_row(text, "mixed") == ["mixed", "1", "2", "12.50"]
+    assert table_row(text, "empty") == ["empty", "2"]
+    assert table_row(text, "invalid_json") == ["invalid_json", "1"]
+
+
+def histogram(text: str) -> dict[str, tuple[float, int]]:
+    """Density label -> (bar length in cells, count) from the printed histogram."""
+    bars = {}
+    for label, bar, count in re.findall(r"^\s*(\d\.\d–\d\.\d) │([█▏▎▍▌▋▊▉]*)\s*([\d,]+)$", text, re.M):
+        eighths = 8 * bar.count("█") + sum(" ▏▎▍▌▋▊▉".index(c) for c in bar if c != "█")
+        bars[label] = (eighths / 8, int(count.replace(",", "")))
+    return bars
+
+
+def test_histogram_draws_a_bar_per_bucket_proportional_to_chunks(output: str, capsys) -> None:
+    bars = histogram(report_text(output, capsys))
+    assert list(bars) == ["0.1–0.2", "0.2–0.3", "0.3–0.4", "0.4–0.5", "0.5–0.6", "0.6–0.7", "0.7–0.8"]
+    assert bars["0.7–0.8"] == (40, 10)
+    assert bars["0.1–0.2"] == (16, 4)
+    assert bars["0.3–0.4"] == (8, 2)
+    assert bars["0.5–0.6"] == (0, 0)
+
+
+def test_reads_only_the_columns_it_needs(tmp_path: Path, capsys) -> None:
+    """No ``text`` column at all gives the same report: the report never reads it."""
+    full = report_text(write_output(str(tmp_path / "full")), capsys)
+    lean = report_text(write_output(str(tmp_path / "lean"), drop_text=True), capsys)
+    assert full.split("\n", 1)[1] == lean.split("\n", 1)[1]
+
+
+def test_files_outside_the_bucket_folders_are_not_counted(output: str) -> None:
+    stray = Path(output) / "beam-temp-123" / "part-0.parquet"
+    stray.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist(chunk_rows(1), schema=CHUNK_SCHEMA), stray)
+    assert load_report(output).stats().chunks == 16
+
+
+def test_an_output_of_rejects_only_still_reports(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_manifest.json").write_text(json.dumps(manifest()))
+    (out / "_SUCCESS").write_text("")
+    text = report_text(str(out), capsys)
+    assert table_row(text, "all") == ["all", "0", "0", "0", "–", "–", "–", "–"]
+    assert "(no chunks)" in text
+    assert "No chunks." in render_html(load_report(str(out)))
+
+
+def test_memory_url(capsys) -> None:
+    url = write_output(f"memory://zerda-report-{uuid.uuid4().hex}/out")
+    try:
+        text = report_text(url, capsys)
+    finally:
+        fsspec.filesystem("memory").rm(url.removeprefix("memory://").split("/")[0], recursive=True)
+    assert table_row(text, "7  0.7–0.8")[3] == "10"
+
+
+# Refusals
+
+
+def test_refuses_an_output_without_success(tmp_path: Path, capsys) -> None:
+    url = write_output(str(tmp_path / "out"), success=False)
+    assert main([url]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "_SUCCESS" in captured.err and "partial" in captured.err
+
+
+def test_refuses_a_missing_directory(tmp_path: Path, capsys) -> None:
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_refuses_success_without_manifest(tmp_path: Path, capsys) -> None:
+    (tmp_path / "_SUCCESS").write_text("")
+    assert main([str(tmp_path)]) == 2
+    assert "_manifest.json" in capsys.readouterr().err
+
+
+# The shared rendering helpers
+
+
+def test_percentile_is_nearest_rank_over_a_size_histogram() -> None:
+    sizes = Counter({100: 1, 200: 2, 900: 1})
+    assert [percentile(sizes, p) for p in (5, 25, 50, 75, 95, 100)] == [100, 100, 200, 200, 900, 900]
+    assert percentile(Counter(), 50) is None
+
+
+def test_render_table_aligns_numbers_right_and_text_left() -> None:
+    lines = render_table(["reason", "records"], [["empty", 1234], ["invalid_json", 5]]).splitlines()
+    assert lines == [
+        "reason        records",
+        "────────────  ───────",
+        "empty           1,234",
+        "invalid_json        5",
+    ]
+
+
+def test_render_histogram_takes_manifest_keys_and_any_bucket_width() -> None:
+    text = render_histogram({"0": 2, "2": 1}, 8, bucket_width=0.05)
+    assert text.splitlines() == ["0.00–0.05 │████████ 2", "0.05–0.10 │         0", "0.10–0.15 │████     1"]
+    assert bucket_label(9, 0.1) == "0.9–1.0"
+    assert bucket_label(3, 0.3) == "0.9–1.0", "the last bucket stops at density 1"
+    assert render_histogram({}, 10) == "(no chunks)"
+
+
+def test_a_tiny_count_still_gets_a_visible_bar() -> None:
+    assert "│▏" in render_histogram({0: 1, 1: 10_000}, 10)
+
+
+# The HTML page
+
+
+def test_html_page_is_self_contained_and_holds_the_numbers(output: str) -> None:
+    page = render_html(load_report(output))
+    assert "<svg" in page and "<style>" in page
+    assert not re.search(r"<script|<link|<img|@import|url\(", page)
+    assert re.findall(r"https?://[^\s\"']+", page) == ["http://www.w3.org/2000/svg"], "only the SVG namespace"
+    for label, count in [("0.1–0.2", 4), ("0.3–0.4", 2), ("0.7–0.8", 10)]:
+        assert f"{label}: {count:,} chunks" in page
+    assert "<td class=num>3,900</td>" in page and "<td class=num>6,450</td>" in page
+    assert "invalid_json" in page and "مقال" not in page  # doc ids are not shown
+
+
+def test_svg_histogram_thins_labels_when_buckets_are_many() -> None:
+    svg = render_svg_histogram({bucket: bucket + 1 for bucket in range(50)}, bucket_width=0.02)
+    assert svg.count("<rect") == 50 and "0.98–1.00: 50 chunks" in svg, "every bar, each with its tooltip"
+    labels = re.findall(r">(\d\.\d\d–\d\.\d\d)</text>", svg)
+    assert 1 < len(labels) <= 12 and labels[0] == "0.00–0.02"
+
+
+def test_html_escapes_the_output_name(tmp_path: Path) -> None:
+    page = render_html(load_report(write_output(str(tmp_path / "<b>&out"))))
+    assert "&lt;b&gt;&amp;out" in page and "<b>&out" not in page
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and unfiltered scanlines of an 8-bit RGB/RGBA PNG, decoded with zlib and struct only."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        header, idat = (body if kind == b"IHDR" else header), idat + (body if kind == b"IDAT" else b"")
+        pos += 12 + length
+    width, height, depth, colour_type = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour_type in (2, 6), "an 8-bit RGB or RGBA screenshot"
+    bpp = 3 if colour_type == 2 else 4
+    raw, stride, rows, previous = zlib.decompress(idat), width * bpp, [], bytes(width * bpp)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left, up = line[i - bpp] if i >= bpp else 0, previous[i]
+            corner = previous[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa_, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa_ <= pb and pa_ <= pc else up if pb <= pc else corner)) & 0xFF
+        rows.append(bytes(line))
+        previous = line
+    return width, height, [bytes(r[i : i + 3]) for r in rows for i in range(0, stride, bpp)]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: apt-get install -y chromium")
+def test_html_page_renders_in_headless_chromium(output: str, tmp_path: Path, capsys) -> None:
+    page, png = tmp_path / "report.html", tmp_path / "report.png"
+    assert main([output, "--html", str(page)]) == 0
+    assert f"wrote {page}" in capsys.readouterr().err
+    subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={png}",
+            "--window-size=1200,900",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    data = png.read_bytes()
+    assert len(data) > 5_000
+    width, height, pixels = png_pixels(data)
+    assert (width, height) == (1200, 900)
+    colours = Counter(pixels)
+    assert len(colours) > 50, "text, bars in several colours and tables, not a blank page"
+    assert colours.most_common(1)[0][1] < 0.9 * len(pixels)
