@@ -1,0 +1,461 @@
+"""Chunking speed of zerda's AdaptiveChunker beside chonkie, semchunk and langchain, in one run.
+
+Why this shape:
+- Real text no one here wrote (Debian's Python manual and Arabic Debian handbook, see corpus.py)
+  plus a seeded synthetic mix of English, Arabic, Python, SQL and Markdown (synthetic.py).
+- All tools run in the same process, interleaved round-robin within every repetition (with the
+  starting tool rotated), so machine noise lands on all of them alike; medians, not means.
+- Throughput is MB/s of UTF-8 input (1 MB = 10^6 bytes) through ``chunk``/``split_text`` on
+  whole documents, one document at a time, as the pipeline calls it.
+- Memory: peak RSS growth while chunking one document at 1x and 4x size, each in a fresh process
+  (memprobe.py); a 4x/1x ratio near 4 means memory is linear in the document.
+
+Run from the repo root: ``python benchmarks/bench_chunker.py`` (2-3 minutes on 2 cores) or
+``--quick`` (well under a minute). A full run rewrites benchmarks/results/chunker.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import datetime
+import functools
+import gc
+import hashlib
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` and `zerda_core` importable from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import corpus, synthetic
+from benchmarks.tools import Sizes, Tool, build_tools, by_key
+
+RESULTS = Path(__file__).resolve().parent / "results" / "chunker.md"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The issue's targets, checked on the real corpora: zerda's speed over each peer's.
+TARGETS = {"chonkie": 1.5, "semchunk": 1.0}
+
+
+@dataclass
+class Corpus:
+    """A list of documents to chunk, with how it was obtained."""
+
+    name: str
+    docs: list[str]
+    origin: str
+    real: bool
+
+    @functools.cached_property
+    def n_bytes(self) -> int:
+        return sum(len(d.encode("utf-8")) for d in self.docs)
+
+
+@dataclass
+class Measured:
+    """One tool on one corpus: a duration per repetition and what its output looked like."""
+
+    tool: Tool
+    seconds: list[float] = field(default_factory=list)
+    chunks: int = 0
+    mean_chars: float = 0.0
+    zerda_targets: list[int] = field(default_factory=list)
+
+    def mb_per_s(self, n_bytes: int) -> list[float]:
+        return [n_bytes / 1e6 / s for s in self.seconds]
+
+
+@dataclass
+class MemoryRow:
+    """One tool's memory probe on the same text at 1x and 4x (see memprobe.probe for the fields)."""
+
+    tool: str
+    source: str
+    mb_1x: float
+    small: dict[str, float]
+    large: dict[str, float]
+
+    @property
+    def growth_ratio(self) -> float:
+        return self.large["growth_kb"] / self.small["growth_kb"] if self.small["growth_kb"] else float("nan")
+
+    @property
+    def marginal(self) -> float:
+        """MiB of peak growth per extra input MB from 1x to 4x: the slope, free of any fixed cost."""
+        return (self.large["growth_kb"] - self.small["growth_kb"]) / 1024 / (3 * self.mb_1x)
+
+
+# ---------------------------------------------------------------- corpora
+
+
+def ensure_real_corpora(allow_setup: bool) -> None:
+    """Prepare the Debian corpora once, through setup_corpus.sh, unless they are cached already."""
+    if all(corpus.cache_path(c.name).exists() for c in corpus.REAL_CORPORA):
+        return
+    if not allow_setup:
+        print("bench: real corpora not prepared and --no-setup given", file=sys.stderr)
+        return
+    print(f"bench: preparing real corpora with {corpus.SETUP_SCRIPT.name} (apt-get install, once)", flush=True)
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(corpus.SETUP_SCRIPT)], env=env, check=False)
+    if done.returncode != 0:
+        print("bench: could not prepare the real corpora; continuing with the synthetic corpus only", file=sys.stderr)
+
+
+def cap(docs: list[str], max_bytes: int, seed: int) -> list[str]:
+    """A seeded random subset of whole documents up to ``max_bytes``, so --quick stays representative."""
+    order = list(range(len(docs)))
+    random.Random(seed).shuffle(order)
+    picked: list[int] = []
+    total = 0
+    for i in order:
+        if total >= max_bytes:
+            break
+        picked.append(i)
+        total += len(docs[i].encode("utf-8"))
+    return [docs[i] for i in sorted(picked)]
+
+
+def load_corpora(args: argparse.Namespace) -> list[Corpus]:
+    """The real corpora that could be prepared, then the synthetic one."""
+    ensure_real_corpora(not args.no_setup)
+    corpora: list[Corpus] = []
+    for real in corpus.REAL_CORPORA:
+        docs = corpus.load(real.name)
+        if docs:
+            sample = cap(docs, int(args.max_mb * 1e6), args.seed)
+            corpora.append(Corpus(real.name, sample, f"Debian package {real.package}", real=True))
+        else:
+            print(f"bench: real corpus {real.name} unavailable (Debian package {real.package})", file=sys.stderr)
+    docs = synthetic.generate(int(args.synthetic_mb * 1e6), seed=args.seed)
+    corpora.append(Corpus("synthetic-mix", docs, f"benchmarks/synthetic.py, seed {args.seed}", False))
+    return corpora
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_once(tool: Tool, docs: Sequence[str]) -> float:
+    """Seconds to chunk every document once; a collection first so no tool pays for another's garbage."""
+    gc.collect()
+    start = time.perf_counter()
+    for doc in docs:
+        tool.run(doc)
+    return time.perf_counter() - start
+
+
+def describe_output(tool: Tool, docs: Sequence[str], result: Measured) -> float:
+    """Untimed warm-up pass that also records chunk counts, mean size and zerda's per-document target."""
+    start = time.perf_counter()
+    sizes: list[int] = []
+    for doc in docs:
+        chunks = tool.run(doc)
+        sizes.extend(len(t) for t in tool.texts(chunks))
+        if tool.key == "zerda" and chunks:
+            target = chunks[0].metadata.extra.get("target_size")
+            if target is not None:
+                result.zerda_targets.append(int(target))
+    result.chunks = len(sizes)
+    result.mean_chars = statistics.fmean(sizes) if sizes else 0.0
+    return time.perf_counter() - start
+
+
+def bench_corpus(data: Corpus, tools: list[Tool], reps: int, budget_s: float) -> dict[str, Measured]:
+    """Warm up every tool, then run ``reps`` interleaved repetitions (fewer if over the time budget)."""
+    results = {t.key: Measured(t) for t in tools}
+    per_rep = sum(describe_output(t, data.docs, results[t.key]) for t in tools)
+    affordable = max(min(3, reps), int(budget_s / max(per_rep, 1e-9)))
+    if affordable < reps:
+        print(f"bench: {data.name}: {reps} repetitions would take ~{reps * per_rep:.0f}s; running {affordable}")
+        reps = affordable
+    for rep in range(reps):
+        shift = rep % len(tools)
+        for tool in tools[shift:] + tools[:shift]:
+            results[tool.key].seconds.append(time_once(tool, data.docs))
+        print(f"bench: {data.name}: repetition {rep + 1}/{reps} done", flush=True)
+    return results
+
+
+# ---------------------------------------------------------------- memory
+
+
+def memory_doc(corpora: list[Corpus], n_bytes: int) -> str:
+    """One long document of about ``n_bytes``: whole documents of the first corpus, joined as paragraphs."""
+    parts: list[str] = []
+    total = 0
+    for doc in corpora[0].docs:
+        parts.append(doc)
+        total += len(doc.encode("utf-8"))
+        if total >= n_bytes:
+            break
+    return "\n\n".join(parts)
+
+
+def run_probe(key: str, text: str, sizes: Sizes) -> dict[str, float] | None:
+    """Run memprobe.py in a fresh interpreter on ``text``; None (with a message) if it fails."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as handle:
+        handle.write(text)
+    try:
+        sizes_json = json.dumps(dataclasses.asdict(sizes))
+        cmd = [sys.executable, "-m", "benchmarks.memprobe", key, handle.name, "--sizes", sizes_json]
+        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    finally:
+        os.unlink(handle.name)
+    if done.returncode != 0:
+        print(f"bench: memory probe for {key} failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_memory(tools: list[Tool], corpora: list[Corpus], mb: float, sizes: Sizes) -> list[MemoryRow]:
+    """Peak RSS growth per tool for one document at 1x and the same text repeated 4x."""
+    one = memory_doc(corpora, int(mb * 1e6))
+    four = "\n\n".join([one] * 4)
+    rows: list[MemoryRow] = []
+    for tool in tools:
+        small, large = run_probe(tool.key, one, sizes), run_probe(tool.key, four, sizes)
+        if small and large:
+            rows.append(MemoryRow(tool.name, corpora[0].name, len(one.encode()) / 1e6, small, large))
+            growth = f"{small['growth_kb'] / 1024:.1f} MiB at 1x, {large['growth_kb'] / 1024:.1f} MiB at 4x"
+            print(f"bench: memory {tool.name}: peak RSS growth {growth}", flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------- profile
+
+
+def profile_zerda(tool: Tool, data: Corpus, top: int = 25) -> str:
+    """cProfile of zerda over one corpus: the functions where its time goes, by own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for doc in data.docs:
+        tool.run(doc)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- report
+
+
+def ratio(zerda: float | None, peer: float) -> str:
+    """zerda's speed over a peer's, as '1.23x'; '—' when zerda did not run."""
+    return "—" if zerda is None else f"{zerda / peer:.2f}x"
+
+
+def speed_table(runs: list[tuple[Corpus, dict[str, Measured]]]) -> str:
+    """The README table: one row per (corpus, tool), with zerda's speed over each peer's."""
+    lines = [
+        "| corpus | tool | MB/s (median) | range (min-max) | zerda / peer | chunks | mean chunk chars |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for data, results in runs:
+        zerda = results.get("zerda")
+        zerda_speed = statistics.median(zerda.mb_per_s(data.n_bytes)) if zerda else None
+        for key, res in results.items():
+            speeds = res.mb_per_s(data.n_bytes)
+            med = statistics.median(speeds)
+            shown = "1.00x" if key == "zerda" else ratio(zerda_speed, med)
+            lines.append(
+                f"| {data.name} | {res.tool.name} | {med:.2f} | {min(speeds):.2f}-{max(speeds):.2f} | {shown} "
+                f"| {res.chunks} | {res.mean_chars:.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def memory_table(rows: list[MemoryRow]) -> str:
+    """Peak RSS growth at 1x and 4x; linear memory shows as a ratio near 4, a fixed part pulls it below."""
+    lines = [
+        "| tool | document 1x / 4x | peak RSS growth 1x | peak RSS growth 4x | 4x / 1x | MiB per extra input MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.tool} | {row.mb_1x:.1f} MB / {4 * row.mb_1x:.1f} MB | {row.small['growth_kb'] / 1024:.1f} MiB "
+            f"| {row.large['growth_kb'] / 1024:.1f} MiB | {row.growth_ratio:.2f} | {row.marginal:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def target_lines(runs: list[tuple[Corpus, dict[str, Measured]]]) -> list[str]:
+    """Met/missed for the issue's targets on each real corpus."""
+    lines: list[str] = []
+    for data, results in runs:
+        if not data.real or "zerda" not in results:
+            continue
+        zerda = statistics.median(results["zerda"].mb_per_s(data.n_bytes))
+        for key, goal in TARGETS.items():
+            if key not in results:
+                lines.append(f"- {data.name}: {key} not installed, its target (≥ {goal}x) not checked")
+            else:
+                got = zerda / statistics.median(results[key].mb_per_s(data.n_bytes))
+                verdict = "met" if got >= goal else "MISSED"
+                peer = results[key].tool.name
+                lines.append(f"- {data.name}: zerda / {peer} = {got:.2f}x (target ≥ {goal}x): {verdict}")
+    return lines
+
+
+def corpus_lines(runs: list[tuple[Corpus, dict[str, Measured]]], reps: dict[str, int]) -> list[str]:
+    """One line per corpus: size, origin and the chunk size zerda chose there."""
+    lines: list[str] = []
+    for data, results in runs:
+        targets = results["zerda"].zerda_targets if "zerda" in results else []
+        chosen = f"; zerda target_size median {statistics.median(targets):.0f} chars" if targets else ""
+        lines.append(
+            f"- **{data.name}**: {len(data.docs)} documents, {data.n_bytes / 1e6:.1f} MB, {data.origin}; "
+            f"{reps[data.name]} repetitions{chosen}"
+        )
+    return lines
+
+
+def _git(*args: str) -> str:
+    """Output of a git command in the repo, or '' where git or the repo is missing."""
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def zerda_source_line() -> str:
+    """Which zerda_core was measured: its last commit, uncommitted edits, and a digest of its .py files."""
+    digest = hashlib.blake2b(digest_size=6)
+    for path in sorted((REPO_ROOT / "zerda_core").rglob("*.py")):
+        digest.update(path.relative_to(REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    commit = _git("log", "-1", "--format=%h", "--", "zerda_core") or "(no commit)"
+    dirty = " with uncommitted changes" if _git("status", "--porcelain", "--", "zerda_core") else ""
+    return f"zerda_core at commit {commit}{dirty}, source digest {digest.hexdigest()}"
+
+
+def machine_line() -> str:
+    """CPU, cores and Python, so numbers from different machines are not compared blindly."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} ({platform.python_implementation()})"
+
+
+def report(
+    runs: list[tuple[Corpus, dict[str, Measured]]],
+    memory: list[MemoryRow],
+    tools: list[Tool],
+    sizes: Sizes,
+    reps: dict[str, int],
+    argv: list[str],
+) -> str:
+    """The whole markdown report: settings, the speed table, targets, memory."""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "# Chunker speed benchmark",
+        "",
+        f"Generated {when} by `{' '.join(['python benchmarks/bench_chunker.py', *argv])}`.",
+        f"Machine: {machine_line()}.",
+        f"Measured: {zerda_source_line()}.",
+        "",
+        "Tools (every one counts characters, no tokenizer):",
+        *[f"- {t.name} {t.version}: {t.settings}" for t in tools],
+        "",
+        f"Peers get a fixed chunk size of {sizes.peer_size} characters with overlap {sizes.overlap}; zerda picks its"
+        f" own target per document between {sizes.min_size} and {sizes.max_size} (median per corpus below).",
+        "MB/s is UTF-8 input bytes (10^6) per second through one `chunk`/`split_text` call per document;"
+        " runs are interleaved round-robin per repetition and medians are reported."
+        " `zerda / peer` above 1 means zerda is faster.",
+        "",
+        "Corpora:",
+        *corpus_lines(runs, reps),
+        "",
+        speed_table(runs),
+        "",
+    ]
+    targets = target_lines(runs)
+    if targets:
+        parts += ["Targets on the real corpora:", *targets, ""]
+    if memory:
+        parts += [
+            f"Memory: growth of peak RSS while chunking one document (whole {memory[0].source} documents joined; the 4x"
+            " document is the 1x text repeated 4 times), each in a fresh process, output kept alive."
+            " A 4x / 1x ratio near 4 means memory linear in the document; below 4, a fixed part (working buffers)"
+            " plus a linear part (the chunks returned); above 4, worse than linear.",
+            "",
+            memory_table(memory),
+            "",
+        ]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Options; --quick shrinks every knob for a sanity run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sanity run (~1 MB per corpus, 2 repetitions)")
+    parser.add_argument("--reps", type=int, default=7, help="repetitions per corpus (default 7)")
+    parser.add_argument("--max-mb", type=float, default=12.0, help="cap per real corpus in MB (default 12: all)")
+    parser.add_argument("--synthetic-mb", type=float, default=6.0, help="size of the synthetic corpus in MB")
+    parser.add_argument("--budget-s", type=float, default=60.0, help="time budget per corpus; fewer reps if over")
+    parser.add_argument("--memory-mb", type=float, default=2.0, help="size of the 1x document for the memory check")
+    parser.add_argument("--peer-size", type=int, default=512, help="chunk size in characters for the peers")
+    parser.add_argument("--overlap", type=int, default=128, help="overlap in characters, for every tool")
+    parser.add_argument("--seed", type=int, default=20240601, help="seed for corpus sampling and the synthetic corpus")
+    parser.add_argument("--no-setup", action="store_true", help="do not run setup_corpus.sh (apt-get) if needed")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory check")
+    parser.add_argument("--profile", action="store_true", help="also print a cProfile of zerda on the first corpus")
+    parser.add_argument("--out", type=Path, help=f"where to write the markdown (default: {RESULTS} on full runs)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.max_mb, args.synthetic_mb, args.memory_mb = min(args.reps, 2), 1.0, 1.0, 0.5
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run everything, print the report, and save it on full runs."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    sizes = Sizes(peer_size=args.peer_size, overlap=args.overlap)
+    tools = build_tools(sizes)
+    if not tools:
+        print("bench: no chunker could be imported", file=sys.stderr)
+        return 1
+    corpora = load_corpora(args)
+    runs: list[tuple[Corpus, dict[str, Measured]]] = []
+    reps: dict[str, int] = {}
+    for data in corpora:
+        print(f"bench: {data.name}: {len(data.docs)} documents, {data.n_bytes / 1e6:.1f} MB", flush=True)
+        results = bench_corpus(data, tools, args.reps, args.budget_s)
+        reps[data.name] = len(next(iter(results.values())).seconds)
+        runs.append((data, results))
+    memory = [] if args.no_memory else bench_memory(tools, corpora, args.memory_mb, sizes)
+    text = report(runs, memory, tools, sizes, reps, argv)
+    print("\n" + text)
+    zerda = by_key(tools, "zerda")
+    if args.profile and zerda:
+        print(f"\ncProfile of zerda on {corpora[0].name}, by own time:\n{profile_zerda(zerda, corpora[0])}")
+    out = args.out or (None if args.quick else RESULTS)
+    if out and zerda is None:
+        print("bench: zerda did not run, so the results file is left as it was", file=sys.stderr)
+    elif out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(f"bench: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
