@@ -20,18 +20,20 @@ from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
 
 log = logging.getLogger(__name__)
 
-_TECH = re.compile(
-    r"\b(?:def|class|lambda|elif|async|await|import|return|const|var|void|struct|func|fn|self|None|True|False"
-    r"|null|nullptr|printf|println|SELECT|FROM|WHERE|JOIN|INSERT|UPDATE|DELETE|CREATE|TABLE|GROUP BY|ORDER BY"
-    r"|API|APIs|SDK|HTTPS?|REST|JSON|XML|YAML|URL|URI|GET|POST|PUT|PATCH|TCP|UDP|CLI|CPU|GPU"
-    r"|algorithms?|theorem|lemma|equation|integral|derivative|matrix|vector|polynomial|logarithm)\b"
-    r"|\bO\([^()\n]{1,20}\)"
-    r"|[{}<>\[\]()=]+"
-    r"|\d+\.\d+"
-    r"|(?:خوارزمي|معادل|مصفوف|دال[ةت]|برمج|استعلام)"
+TECHNICAL_WORDS = frozenset(
+    """
+    def class lambda elif async await import return yield const var let void struct func fn self this None True
+    False null nullptr printf println SELECT FROM WHERE JOIN INSERT UPDATE DELETE CREATE TABLE GROUP ORDER
+    API APIs SDK SDKs HTTP HTTPS REST JSON XML YAML URL URI GET POST PUT PATCH TCP UDP CLI CPU GPU
+    algorithm algorithms theorem lemma equation equations integral derivative matrix vector polynomial logarithm
+    خوارزمية خوارزميات معادلة معادلات مصفوفة دالة برمجة استعلام
+    """.split()
 )
-_ARABIC_COMPLEX = re.compile(r"(?<![\u0620-\u064A])(?:[\u0620-\u064A][\u064B-\u0652]*){7,}")
-_PUNCTUATION = str.maketrans("", "", ".,;:!?\"'«»“”‘’،؛؟")
+CODE_PUNCTUATION = "{}<>[]()="
+_DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
+_COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
+_ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A]{7,}")
+_ARABIC_DIACRITICS = re.compile(r"[\u064B-\u0652]+")
 _WINDOW = 1 << 20
 _NEUTRAL_WORD_LENGTH = 3.0
 _LONG_WORD_SPAN = 5.0
@@ -40,13 +42,14 @@ _LONG_WORD_SPAN = 5.0
 def _estimate_density(text: str) -> float:
     """Information density of ``text`` in [0, 1], by the reference page's weighted formula.
 
-    - technical hits (weight 0.4): matches of programming and SQL keywords, API/SDK/HTTP
-      words, maths terms and ``O(n)``, runs of code punctuation ``{}<>[]()=`` and decimal
-      numbers, per 100 characters, capped at 1.
-    - unique vocabulary ratio (0.3): distinct words / words, where words are the
-      whitespace-separated tokens, lowercased, with sentence punctuation removed.
+    Words are the whitespace-separated tokens of the text.
+
+    - technical hits (weight 0.4): words that are programming or SQL keywords, API/SDK/HTTP
+      terms or maths terms (``TECHNICAL_WORDS``), plus runs of code punctuation
+      ``{}<>[]()=``, decimal numbers and ``O(...)`` complexities; per 100 characters, capped at 1.
+    - unique vocabulary ratio (0.3): distinct lowercased words / words.
     - average word length score (0.2): ``(mean word length - 3) / 5`` clamped to [0, 1],
-      so 3-letter words score 0 and 8-letter words score 1.
+      so 3-character words score 0 and 8-character words score 1.
     - Arabic complex hits (0.1): Arabic words of 7 letters or more (diacritics not
       counted) per 200 characters, capped at 1.
     The text is scanned in 1 MiB windows, so memory stays bounded on huge documents.
@@ -57,12 +60,15 @@ def _estimate_density(text: str) -> float:
     tech_hits = arabic_hits = words = word_chars = 0
     vocabulary: set[str] = set()
     for window in _windows(text):
-        tech_hits += len(_TECH.findall(window))
-        arabic_hits += len(_ARABIC_COMPLEX.findall(window))
-        tokens = window.lower().translate(_PUNCTUATION).split()
+        tokens = window.split()
+        tech_hits += sum(map(TECHNICAL_WORDS.__contains__, tokens))
+        tech_hits += sum(map(window.count, CODE_PUNCTUATION))
+        tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
+        if not window.isascii():
+            arabic_hits += len(_ARABIC_LONG_WORD.findall(_ARABIC_DIACRITICS.sub("", window)))
         words += len(tokens)
         word_chars += sum(map(len, tokens))
-        vocabulary.update(tokens)
+        vocabulary.update(map(str.lower, tokens))
     if words == 0:
         vocab_ratio = length_score = 0.0
     else:

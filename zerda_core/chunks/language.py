@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-_ARABIC_LETTER = re.compile(r"[\u0620-\u064A\u0671-\u06D3\u06FA-\u06FC\u0750-\u077F]")
-_LATIN_LETTER = re.compile(r"[A-Za-z\u00C0-\u024F]")
-_SAMPLE_CHARS = 65_536
+_ARABIC_LETTERS = re.compile(r"[\u0620-\u064A\u0671-\u06D3\u06FA-\u06FC\u0750-\u077F]+")
+_LATIN_LETTERS = re.compile(r"[A-Za-z\u00C0-\u024F]+")
+_SAMPLE_CHARS = 16_384
 _SAMPLES = 16
 MAJORITY = 0.8
 
@@ -18,8 +18,10 @@ def detect_language(text: str) -> str:
     judged on evenly spaced samples, so the cost stays bounded.
     """
     sample = _spread_sample(text)
-    arabic = len(_ARABIC_LETTER.findall(sample))
-    latin = len(_LATIN_LETTER.findall(sample))
+    if sample.isascii():
+        return "en" if _LATIN_LETTERS.search(sample) else "und"
+    arabic = sum(map(len, _ARABIC_LETTERS.findall(sample)))
+    latin = sum(map(len, _LATIN_LETTERS.findall(sample)))
     letters = arabic + latin
     if letters == 0:
         return "und"

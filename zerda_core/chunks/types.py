@@ -23,7 +23,7 @@ class Document:
     source: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class ChunkMetadata:
     """Where a chunk sits in its document and how it was made.
 
@@ -41,7 +41,7 @@ class ChunkMetadata:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class DocumentChunk:
     """A slice of a document, with its metadata."""
 
