@@ -15,6 +15,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
 from pipelines.records import Reject, SourceRecord, excerpt
 from pipelines.schema import PARTITION_COLUMN, density_bucket
 from pipelines.settings import Settings
@@ -28,8 +29,9 @@ METRICS_NAMESPACE = "zerda"
 class _ChunkFn(beam.DoFn):
     """Builds the chunker once per worker in ``setup()`` from the settings dict."""
 
-    def __init__(self, settings: dict[str, Any]) -> None:
+    def __init__(self, settings: dict[str, Any], progress_seconds: float) -> None:
         self._settings = settings
+        self._progress_seconds = progress_seconds
         self._documents = Metrics.counter(METRICS_NAMESPACE, "documents_chunked")
         self._chunks = Metrics.counter(METRICS_NAMESPACE, "chunks_written")
         self._density = Metrics.distribution(METRICS_NAMESPACE, "density_x10000")
@@ -40,6 +42,7 @@ class _ChunkFn(beam.DoFn):
         self._enricher = MetadataEnricher(top_k=settings.enrich.top_k) if settings.enrich.keywords else None
         self._bucket_width = settings.output.bucket_width
         self._fingerprint = settings.fingerprint
+        self._progress = Progress(self._progress_seconds)
 
     def process(self, record: SourceRecord) -> Iterator[Any]:
         try:
@@ -57,6 +60,7 @@ class _ChunkFn(beam.DoFn):
         self._documents.inc()
         self._chunks.inc(len(rows))
         self._density.update(round(rows[0]["density"] * 10_000))
+        self._progress.add(record.source, len(record.text), len(rows))
         yield from rows
 
     def _reject(self, record: SourceRecord, reason: str, message: str) -> TaggedOutput:
@@ -92,11 +96,11 @@ class _ChunkFn(beam.DoFn):
 class ChunkDocuments(beam.PTransform):
     """SourceRecords → chunk rows (main output) and rejects (``REJECTS`` tag)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, progress_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
         super().__init__()
         self._settings = settings.to_dict()
+        self._progress_seconds = progress_seconds
 
     def expand(self, records: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        return records | "ChunkEachDocument" >> beam.ParDo(_ChunkFn(self._settings)).with_outputs(
-            REJECTS, main="chunks"
-        )
+        chunk_fn = _ChunkFn(self._settings, self._progress_seconds)
+        return records | "ChunkEachDocument" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")

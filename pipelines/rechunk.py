@@ -43,6 +43,7 @@ from pipelines.io.write import (
     prepare_output,
 )
 from pipelines.manifest import BuildManifest, check_accounting
+from pipelines.progress import DEFAULT_INTERVAL_SECONDS
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 
@@ -67,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--output", default=DEFAULT_OUTPUT, metavar="DIR_OR_URL", help=f"default: {DEFAULT_OUTPUT}")
     parser.add_argument("--config", metavar="YAML", help="reviewed run settings (default: built-in defaults)")
+    parser.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=DEFAULT_INTERVAL_SECONDS,
+        metavar="S",
+        help=f"log progress every S seconds on each worker; 0 turns it off (default: {DEFAULT_INTERVAL_SECONDS:g})",
+    )
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("--quiet", action="store_true", help="print only errors")
     verbosity.add_argument("--verbose", action="store_true", help="log debug details, Beam's included")
@@ -74,13 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_pipeline(
-    pipeline: beam.Pipeline, files: list[InputFile], settings: Settings, output: str, started: datetime
+    pipeline: beam.Pipeline,
+    files: list[InputFile],
+    settings: Settings,
+    output: str,
+    started: datetime,
+    progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest."""
     run_id = new_run_id()
     settings_dict = settings.to_dict()
     read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings_dict)
-    chunked = read.records | "ChunkDocuments" >> ChunkDocuments(settings)
+    chunked = read.records | "ChunkDocuments" >> ChunkDocuments(settings, progress_seconds)
     rejects = (read[REJECTS_TAG], chunked[REJECTS]) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
     staged_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
@@ -101,7 +114,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
     started = datetime.now(timezone.utc)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-    build_pipeline(pipeline, files, settings, args.output, started)
+    build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds)
     pipeline.run().wait_until_finish()
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
