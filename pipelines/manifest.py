@@ -79,7 +79,7 @@ def build_manifest(
             {"source": redact_url(r.source), "bytes": r.bytes_read, "records": r.records, "error": r.error}
             for r in reports
         ),
-        key=lambda entry: entry["source"],
+        key=lambda entry: str(entry["source"]),
     )
     return {
         "format": MANIFEST_FORMAT,
@@ -153,7 +153,12 @@ class BuildManifest(beam.PTransform):
     def __init__(self, *, settings: Mapping[str, Any], fingerprint: str, output: str, started: datetime) -> None:
         super().__init__()
         json.dumps(settings)  # a TypeError now, at construction, rather than at commit after the whole run
-        self._static = {"settings": dict(settings), "fingerprint": fingerprint, "output": output, "started": started}
+        self._static: dict[str, Any] = {
+            "settings": dict(settings),
+            "fingerprint": fingerprint,
+            "output": output,
+            "started": started,
+        }
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         chunks, rejects, reports = pcolls["chunks"], pcolls["rejects"], pcolls["reports"]
@@ -188,7 +193,9 @@ class BuildManifest(beam.PTransform):
             "duplicate_doc_ids": duplicates | "CountDuplicates" >> combiners.Count.Globally(),
             "duplicate_examples": duplicates | "Examples" >> combiners.Top.Smallest(DUPLICATE_EXAMPLES),
         }
-        sides = {name: beam.pvalue.AsSingleton(pcoll) for name, pcoll in counts.items()}
+        sides: dict[str, beam.pvalue.AsSideInput] = {
+            name: beam.pvalue.AsSingleton(pcoll) for name, pcoll in counts.items()
+        }
         sides["reports"] = beam.pvalue.AsList(reports)
         return chunks.pipeline | "Once" >> beam.Create([None]) | "Assemble" >> beam.Map(self._assemble, **sides)
 
