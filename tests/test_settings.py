@@ -306,3 +306,11 @@ def test_cli_checks_configs_and_exits_2_on_a_bad_one(tmp_path: Path, capsys: pyt
     assert main([]) == 2
     assert main(["--reference"]) == 0
     assert capsys.readouterr().out == settings_reference_markdown()
+
+
+def test_readme_settings_reference_matches_the_code() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    begin, end = "<!-- settings-reference:begin -->\n", "<!-- settings-reference:end -->"
+    assert begin in readme and end in readme
+    table = readme.split(begin, 1)[1].split(end, 1)[0]
+    assert table == settings_reference_markdown(), "regenerate with: python -m pipelines.settings --reference"

@@ -44,7 +44,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from smart_open.compression import compression_wrapper
 
-from pipelines.records import REJECT_REASONS, FileReport, Reject, SourceRecord, excerpt
+from pipelines.records import EXCERPT_CHARS, REJECT_REASONS, FileReport, Reject, SourceRecord, excerpt
 from pipelines.settings import InputSettings, Settings
 
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")
@@ -301,14 +301,14 @@ def _read_jsonl(stream: io.BufferedReader, ctx: _FileContext) -> Iterator[Source
         return
     limit = _line_limit(ctx.settings.max_document_chars)
     for number, line in _lines(stream, ctx, limit):
-        if not line.strip():
+        if line.isspace():
             continue
         default_id = ctx.default_id(number)
         if len(line) > limit:
             yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", line[:1000])
             continue
         text = ctx.decode(line, number, default_id)
-        yield text if isinstance(text, Reject) else _json_record(ctx, number, text.rstrip("\r\n"))
+        yield text if isinstance(text, Reject) else _json_record(ctx, number, text)
 
 
 def _line_limit(max_chars: int) -> int:
@@ -331,15 +331,16 @@ def _lines(stream: io.BufferedReader, ctx: _FileContext, limit: int) -> Iterator
 
 
 def _json_record(ctx: _FileContext, number: int, line: str) -> SourceRecord | Reject:
+    shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as err:
-        return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}", line)
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}", shown)
     if not isinstance(obj, dict):
         message = f"a JSON {type(obj).__name__} where an object was expected"
-        return ctx.reject(number, ctx.default_id(number), "invalid_json", message, line)
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
-    return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, _MISSING), line)
+    return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, _MISSING), shown)
 
 
 def _read_text(stream: io.BufferedReader, ctx: _FileContext) -> Iterator[SourceRecord | Reject]:
