@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
@@ -32,6 +33,7 @@ TECHNICAL_WORDS = frozenset(
 CODE_PUNCTUATION = "{}<>[]()="
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
+_ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A]{7,}")
 _ARABIC_DIACRITICS = re.compile(r"[\u064B-\u0652]+")
 _WINDOW = 1 << 20
@@ -61,14 +63,15 @@ def _estimate_density(text: str) -> float:
     vocabulary: set[str] = set()
     for window in _windows(text):
         tokens = window.split()
-        tech_hits += sum(map(TECHNICAL_WORDS.__contains__, tokens))
+        counts = Counter(tokens)
+        tech_hits += sum(counts[word] for word in TECHNICAL_WORDS.intersection(counts))
         tech_hits += sum(map(window.count, CODE_PUNCTUATION))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
-        if not window.isascii():
+        if not window.isascii() and _ARABIC_LETTER.search(window):
             arabic_hits += len(_ARABIC_LONG_WORD.findall(_ARABIC_DIACRITICS.sub("", window)))
         words += len(tokens)
         word_chars += sum(map(len, tokens))
-        vocabulary.update(map(str.lower, tokens))
+        vocabulary.update(map(str.lower, counts))
     if words == 0:
         vocab_ratio = length_score = 0.0
     else:

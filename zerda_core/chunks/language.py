@@ -6,8 +6,8 @@ import re
 
 _ARABIC_LETTERS = re.compile(r"[\u0620-\u064A\u0671-\u06D3\u06FA-\u06FC\u0750-\u077F]+")
 _LATIN_LETTERS = re.compile(r"[A-Za-z\u00C0-\u024F]+")
-_SAMPLE_CHARS = 16_384
-_SAMPLES = 16
+_SAMPLE_CHARS = 4_096
+_SAMPLES = 8
 MAJORITY = 0.8
 
 
