@@ -1,0 +1,122 @@
+"""The rechunk entry point end to end on the DirectRunner: in memory and in worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.io.read import sample_corpus_glob
+from pipelines.rechunk import main, run
+from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts
+
+REPO = Path(__file__).resolve().parent.parent
+MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+@pytest.fixture(scope="module")
+def sample_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    output = tmp_path_factory.mktemp("sample") / "out"
+    run(["--output", str(output), "--quiet"])
+    return output
+
+
+def test_sample_run_is_complete_and_accounted(sample_output: Path) -> None:
+    manifest = read_manifest(sample_output)
+    counts = manifest["counts"]
+    assert (sample_output / "_SUCCESS").exists()
+    assert counts["records_read"] == counts["documents_chunked"] + sum(counts["rejects"].values())
+    assert counts["documents_chunked"] > 10
+    table = read_chunks(sample_output)
+    assert table.num_rows == counts["chunks"]
+    by_bucket = table.group_by("density_bucket").aggregate([("chunk_id", "count")]).to_pylist()
+    assert {str(r["density_bucket"]): r["chunk_id_count"] for r in by_bucket} == counts["chunks_by_bucket"]
+    assert len(set(table["chunk_id"].to_pylist())) == table.num_rows
+    assert set(table["language"].to_pylist()) >= {"en", "ar"}
+
+
+def test_every_chunk_is_a_slice_of_its_source_document(sample_output: Path) -> None:
+    assert_chunks_are_slices(read_chunks(sample_output), source_texts([sample_corpus_glob()]))
+
+
+def test_output_reads_in_duckdb_with_the_partition_column(sample_output: Path) -> None:
+    glob = f"{sample_output}/**/*.parquet"
+    rows = duckdb.sql(
+        f"SELECT density_bucket, count(*) AS n, min(density) AS lo, max(density) AS hi "
+        f"FROM read_parquet('{glob}', hive_partitioning=true) GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert rows
+    for bucket, n, lo, hi in rows:
+        assert n > 0 and bucket / 10 <= lo <= hi <= (bucket + 1) / 10
+
+
+def test_rejects_say_where_the_record_was(sample_output: Path) -> None:
+    rejects = duckdb.sql(f"SELECT * FROM read_parquet('{sample_output}/_rejects/*')").fetchall()
+    manifest = read_manifest(sample_output)
+    assert len(rejects) == sum(manifest["counts"]["rejects"].values()) > 0
+    columns = [c[0] for c in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{sample_output}/_rejects/*')").fetchall()]
+    assert columns == ["source", "record", "doc_id", "reason", "message", "excerpt"]
+
+
+def test_multi_processing_rerun_replaces_output_with_identical_rows(
+    sample_output: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    output = tmp_path / "out"
+    run(["--output", str(output), "--quiet", "--config", str(REPO / "configs/default.yaml")])
+    first_files = sorted(p.relative_to(output) for p in output.rglob("*.parquet"))
+    run(["--output", str(output), "--quiet", *MULTI_PROCESS])
+    table = read_chunks(output)
+    expected = read_chunks(sample_output)
+    assert sorted(table["chunk_id"].to_pylist()) == sorted(expected["chunk_id"].to_pylist())
+    assert sorted(table["text"].to_pylist()) == sorted(expected["text"].to_pylist())
+    manifest = read_manifest(output)
+    listed = sorted(Path(f["path"]) for f in manifest["output"]["files"] if f["path"].endswith(".parquet"))
+    assert sorted(p.relative_to(output) for p in output.rglob("*.parquet")) == listed
+    assert first_files, "the first run wrote files"
+    assert not (output / "_staging").exists()
+
+
+def test_keywords_column_when_enrichment_is_on(tmp_path: Path) -> None:
+    config = tmp_path / "enrich.yaml"
+    config.write_text("enrich:\n  keywords: true\n  top_k: 3\n", encoding="utf-8")
+    output = tmp_path / "out"
+    run(["--input", str(REPO / "tests/data"), "--output", str(output), "--config", str(config), "--quiet"])
+    keywords = read_chunks(output)["keywords"].to_pylist()
+    assert keywords and all(0 < len(k) <= 3 for k in keywords)
+    assert all(set(k[0]) == {"term", "score"} for k in keywords)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input", "/nonexistent/zerda/*.jsonl"], "matches no file"),
+        (["--config", "/nonexistent/zerda.yaml"], "cannot read config"),
+        (["--config", "BAD_CONFIG"], "chunking.overlap"),
+        (["--output", "A_FILE"], "file"),
+    ],
+)
+def test_bad_usage_exits_2_and_writes_nothing(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad_config = tmp_path / "bad.yaml"
+    bad_config.write_text("chunking:\n  overlap: -1\n", encoding="utf-8")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory", encoding="utf-8")
+    output = tmp_path / "out"
+    args = [str(bad_config) if a == "BAD_CONFIG" else str(a_file) if a == "A_FILE" else a for a in args]
+    full = ["--input", str(REPO / "tests/data"), "--output", str(output), *args]
+    assert main(full) == 2
+    assert message in capsys.readouterr().err
+    assert not output.exists()
+    assert a_file.read_text(encoding="utf-8") == "not a directory"
+
+
+def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--input", "--output", "--config", "--quiet", "--verbose", "--runner"):
+        assert option in out
