@@ -1,0 +1,190 @@
+"""Packaging: ``python setup.py sdist`` (what Dataflow runs for ``--setup_file``), installed and run.
+
+The sdist is built from a copy of the working tree as git sees it (tracked and new files, not ignored
+ones), so a stale ``*.egg-info`` or ``build/`` in the checkout cannot hide a missing file, and
+concurrent runs do not race on the checkout. It is installed into a new, empty venv. Runtime
+dependencies and the build backend are taken from the environment running the tests (a ``.pth`` line
+naming its site-packages; no index is used, nothing is downloaded): what is under test is zerda's
+own package, not pip's resolver. The console script then runs from a folder outside the checkout,
+without ``PYTHONPATH``, so only the installed copy can be imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import venv
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+SAMPLE_CORPUS = "pipelines/sample_corpus"
+TIMEOUT = 300
+
+
+def _git(*args: str) -> list[str]:
+    result = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"not a git checkout ({result.stderr.strip()})")
+    return [line for line in result.stdout.split("\0") if line]
+
+
+def tracked(under: str = "") -> list[str]:
+    """Files git tracks (under a folder), as relative POSIX paths, that exist in the working tree."""
+    return [path for path in _git("ls-files", "-z", "--", under or ".") if (REPO / path).is_file()]
+
+
+def working_tree() -> list[str]:
+    """Tracked and new files, without the ignored ones (.venv, out/, *.egg-info...)."""
+    files = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    return [path for path in files if (REPO / path).is_file()]
+
+
+def copy_tree(files: list[str], destination: Path) -> Path:
+    for path in files:
+        target = destination / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / path, target)
+    return destination
+
+
+def build_sdist(source: Path, dist: Path) -> Path:
+    """``python setup.py sdist`` in ``source``; returns the one archive it made."""
+    result = subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", "--dist-dir", str(dist)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    archives = list(dist.glob("zerda-*.tar.gz"))
+    assert len(archives) == 1, archives
+    return archives[0]
+
+
+def members(archive: Path) -> set[str]:
+    """The archive's files, relative to its top folder (``zerda-0.1.0/``)."""
+    with tarfile.open(archive) as tar:
+        return {name.split("/", 1)[1] for name in tar.getnames() if "/" in name and tar.getmember(name).isfile()}
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without anything that would let the checkout be imported."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    env.update(PYTHONNOUSERSITE="1", PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sdist")
+    return build_sdist(copy_tree(working_tree(), root / "src"), root / "dist")
+
+
+@pytest.fixture(scope="module")
+def installed(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv with the sdist installed (no deps, no index); returns its bin folder."""
+    can_build_wheels = importlib.util.find_spec("setuptools.command.bdist_wheel") or importlib.util.find_spec(
+        "wheel.bdist_wheel"
+    )
+    assert can_build_wheels, "pip builds a wheel from the sdist: needs setuptools>=70.1 (or wheel<0.46) here"
+    target = tmp_path_factory.mktemp("venv") / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(target)
+    python = target / ("Scripts" if os.name == "nt" else "bin") / "python"
+    site_packages = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site_packages) / "_zerda_test_dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
+    result = subprocess.run(
+        [*install, "--no-deps", "--no-build-isolation", "--no-index", str(sdist)],
+        cwd=target.parent,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return python.parent
+
+
+def run_installed(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / args[0]), *args[1:]],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def test_sdist_holds_the_packages_their_data_and_the_sample_corpus(sdist: Path) -> None:
+    files = members(sdist)
+    modules = [p for p in tracked("zerda_core") + tracked("pipelines") if p.endswith(".py")]
+    assert "zerda_core/chunks/adaptive_chunker.py" in modules and "pipelines/rechunk.py" in modules
+    assert set(modules) <= files, sorted(set(modules) - files)
+    assert {"setup.py", "README.md", "zerda_core/py.typed", "pipelines/py.typed"} <= files
+    sample = tracked(SAMPLE_CORPUS)
+    assert set(sample) <= files, sorted(set(sample) - files)
+
+
+def test_any_file_put_in_the_sample_corpus_ships(tmp_path: Path) -> None:
+    """package_data covers the sample corpus at any depth, whatever its file types."""
+    source = copy_tree(working_tree(), tmp_path / "src")
+    probes = [f"{SAMPLE_CORPUS}/probe.md", f"{SAMPLE_CORPUS}/zz_probe/deeper/notes.jsonl.gz"]
+    for probe in probes:
+        (source / probe).parent.mkdir(parents=True, exist_ok=True)
+        (source / probe).write_bytes(b"probe")
+    assert set(probes) <= members(build_sdist(source, tmp_path / "dist"))
+
+
+def test_installed_package_is_imported_from_the_venv_not_the_checkout(installed: Path, tmp_path: Path) -> None:
+    code = "import pipelines, zerda_core; print(pipelines.__file__); print(zerda_core.__file__)"
+    result = run_installed(installed, "python", "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    venv_root = installed.parent.resolve()
+    for module_file in result.stdout.split():
+        assert Path(module_file).resolve().is_relative_to(venv_root), module_file
+
+
+def test_console_script_help(installed: Path, tmp_path: Path) -> None:
+    result = run_installed(installed, "zerda-rechunk", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--input" in result.stdout and "--output" in result.stdout and "--config" in result.stdout
+
+
+def test_console_script_runs_the_pipeline_from_the_installed_package(installed: Path, tmp_path: Path) -> None:
+    """With the sample corpus tracked, the default run chunks it; before that, a copy of tests/data."""
+    bundled = bool(tracked(SAMPLE_CORPUS))
+    inputs = [] if bundled else ["--input", str(shutil.copytree(DATA, tmp_path / "corpus"))]
+    result = run_installed(installed, "zerda-rechunk", *inputs, "--output", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    output = tmp_path / "out"
+    assert (output / "_SUCCESS").exists()
+    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    counts = manifest["counts"]
+    assert counts["documents_chunked"] > 0
+    expected_root = installed.parent.resolve() if bundled else (tmp_path / "corpus").resolve()
+    for source in manifest["inputs"]:
+        assert Path(source["source"]).resolve().is_relative_to(expected_root), source
+    table = ds.dataset(output, format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == counts["chunks"] > 0
+    assert "documents chunked" in result.stdout, "the end-of-run summary is printed"
