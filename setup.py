@@ -16,6 +16,7 @@ EXTRAS = {
     "gcs": ["gcsfs>=2024.2"],
     "azure": ["adlfs>=2024.2"],
     "dev": [
+        "setuptools>=70.1",
         "pytest>=8",
         "pytest-xdist>=3.5",
         "hypothesis>=6.100",
