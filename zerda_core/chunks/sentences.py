@@ -20,6 +20,7 @@ _LATIN_END = re.compile(rf"[.!?…]+[{_CLOSERS}]*(?=\s|\Z)(?!\s*[a-z])")  # not 
 _ARABIC_END = re.compile(rf"[؟۔][.!?؟۔…]*[{_CLOSERS}]*")  # ends even when glued to the next word
 _MARKS = ".!?…"
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
+_BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _NON_SPACE = re.compile(r"\S")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _OPENERS = "\"'“‘«([{"
@@ -36,10 +37,16 @@ ABBREVIATIONS = frozenset(
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Split ``text`` into sentence spans; every non-whitespace character lies in one span."""
-    cuts = [m.end() for m in _LATIN_END.finditer(text) if not _after_abbreviation(text, m.start())]
+    cuts = [
+        m.end()
+        for m in _LATIN_END.finditer(text)
+        # after a word of 7+ letters (most ends) no abbreviation is possible: skip the slower check
+        if (m.start() >= 7 and text[m.start() - 7 : m.start()].isalpha()) or not _after_abbreviation(text, m.start())
+    ]
     if not text.isascii():
         cuts.extend(m.end() for m in _ARABIC_END.finditer(text))
-    cuts.extend(m.start() for m in _BLANK_LINE.finditer(text))
+    blank_line = _BLANK_LINE if "\r" in text else _BLANK_LF_LINE
+    cuts.extend([m.start() for m in blank_line.finditer(text)])
     cuts.sort()
     cuts.append(len(text))
     spans: list[tuple[int, int]] = []
