@@ -55,7 +55,8 @@ def test_rejects_say_where_the_record_was(sample_output: Path) -> None:
     rejects = duckdb.sql(f"SELECT * FROM read_parquet('{sample_output}/_rejects/*')").fetchall()
     manifest = read_manifest(sample_output)
     assert len(rejects) == sum(manifest["counts"]["rejects"].values()) > 0
-    columns = [c[0] for c in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{sample_output}/_rejects/*')").fetchall()]
+    described = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{sample_output}/_rejects/*')").fetchall()
+    columns = [c[0] for c in described]
     assert columns == ["source", "record", "doc_id", "reason", "message", "excerpt"]
 
 
@@ -120,3 +121,19 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for option in ("--input", "--output", "--config", "--quiet", "--verbose", "--runner"):
         assert option in out
+
+
+def test_summary_tells_counts_buckets_and_how_to_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "out"
+    manifest = run(["--input", str(REPO / "tests/data"), "--output", str(output)])
+    out = capsys.readouterr().out
+    counts = manifest["counts"]
+    header = next(line for line in out.splitlines() if line.startswith("records read"))
+    values = out.splitlines()[out.splitlines().index(header) + 2].split()
+    assert values[:4] == [str(counts["records_read"]), str(counts["documents_chunked"]), "1", str(counts["chunks"])]
+    assert "not_text" in out
+    for bucket, n in counts["chunks_by_bucket"].items():
+        assert f"0.{bucket}–" in out and str(n) in out
+    assert f"output: {output}" in out
+    query = out.split('duckdb -c "', 1)[1].rsplit('"', 1)[0]
+    assert duckdb.sql(query).fetchall()
