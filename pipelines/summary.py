@@ -42,8 +42,9 @@ def render_summary(manifest: dict[str, Any]) -> str:
         "",
         render_histogram(counts["chunks_by_bucket"], width=40, bucket_width=width),
         "",
-        f"output: {output}",
-        'explore: duckdb -c "SELECT density_bucket, count(*) FROM read_parquet('
-        f"'{output.rstrip('/')}/**/*.parquet', hive_partitioning=true) GROUP BY 1 ORDER BY 1\"",
+        f"output:  {output}",
+        f"report:  python -m pipelines.report {output}",
+        "query:   SELECT density_bucket, count(*) AS chunks FROM read_parquet("
+        f"'{output.rstrip('/')}/**/*.parquet', hive_partitioning=true) GROUP BY 1 ORDER BY 1",
     ]
     return "\n".join(lines)

@@ -134,6 +134,7 @@ def test_summary_tells_counts_buckets_and_how_to_query(tmp_path: Path, capsys: p
     assert "not_text" in out
     for bucket, n in counts["chunks_by_bucket"].items():
         assert f"0.{bucket}–" in out and str(n) in out
-    assert f"output: {output}" in out
-    query = out.split('duckdb -c "', 1)[1].rsplit('"', 1)[0]
+    assert f"output:  {output}" in out
+    assert f"report:  python -m pipelines.report {output}" in out
+    query = out.split("query:", 1)[1].strip()
     assert duckdb.sql(query).fetchall()
