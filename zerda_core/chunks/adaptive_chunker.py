@@ -166,7 +166,6 @@ class AdaptiveChunker(BaseChunker):
         overlap = min(self.overlap, target // 2)
         language = detect_language(text) if self.language == "auto" else self.language
         spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(sentence_spans(text))
-        extra = {"density": density, "target_size": target}
         return [
             DocumentChunk(
                 text=text[start:end],
@@ -178,7 +177,7 @@ class AdaptiveChunker(BaseChunker):
                     language=language,
                     start_char=start,
                     end_char=end,
-                    extra=dict(extra),
+                    extra={"density": density, "target_size": target},
                 ),
             )
             for index, (start, end) in enumerate(spans)

@@ -51,12 +51,16 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     cuts.append(len(text))
     spans: list[tuple[int, int]] = []
     start = 0
+    search_visible = _NON_SPACE.search
     for cut in cuts:
         if cut <= start:
             continue
-        span = _trim(text, start, cut)
-        if span is not None:
-            spans.append(span)
+        first = search_visible(text, start, cut)  # spans hold no leading or trailing whitespace
+        if first is not None:
+            end = cut
+            while text[end - 1].isspace():
+                end -= 1
+            spans.append((first.start(), end))
         start = cut
     return spans
 
@@ -68,14 +72,3 @@ def _after_abbreviation(text: str, start: int) -> bool:
     words = text[max(0, start - 12) : start].rsplit(None, 1)
     token = words[-1].lstrip(_OPENERS) if words else ""
     return token.lower() in ABBREVIATIONS or len(token) == 1 or _ACRONYM.fullmatch(token) is not None
-
-
-def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
-    """Shrink ``[start, end)`` to its first and last non-whitespace characters."""
-    first = _NON_SPACE.search(text, start, end)
-    if first is None:
-        return None
-    last = end
-    while text[last - 1].isspace():
-        last -= 1
-    return first.start(), last
