@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import apache_beam as beam
 import fsspec
@@ -282,15 +282,37 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     yield FileReport(file.url, stored.bytes_read, emitted, error)
 
 
-def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader[Any]:
-    """The decompressed bytes, buffered (the readers peek and read lines).
+class _StepwiseStream(io.RawIOBase):
+    """A decompressor read one step at a time (``read1``), so damage costs only what follows it.
 
-    smart_open wraps each decompressor opened "rb" in a BufferedReader, hence the cast.
+    A BufferedReader filling its buffer from a decompressor (smart_open's wrapper, or gzip's own
+    buffer) calls it several times; when one call fails on damage, what the earlier calls decoded
+    is dropped with the error. Through ``read1`` every byte decoded before the damage reaches the
+    reader first, so a truncated or corrupt file keeps all its whole records before the damage.
     """
+
+    def __init__(self, decompressor: Any) -> None:
+        super().__init__()
+        self._decompressor = decompressor
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._decompressor.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader[Any]:
+    """The decompressed bytes, buffered (the readers peek and read lines)."""
     buffered: io.BufferedReader[Any] = io.BufferedReader(stored, buffer_size=_BUFFER_BYTES)
     if not compression:
         return buffered
-    return cast("io.BufferedReader[Any]", compression_wrapper(buffered, "rb", compression=compression))
+    decompressor: Any = compression_wrapper(buffered, "rb", compression=compression)
+    if isinstance(decompressor, io.BufferedReader):  # smart_open's wrapper: read the decompressor itself
+        decompressor = decompressor.detach()
+    return io.BufferedReader(_StepwiseStream(decompressor), buffer_size=_BUFFER_BYTES)
 
 
 def _read_jsonl(stream: io.BufferedReader, ctx: _FileContext) -> Iterator[SourceRecord | Reject]:
