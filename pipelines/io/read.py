@@ -327,7 +327,8 @@ def _read_jsonl(stream: io.BufferedReader, ctx: _FileContext) -> Iterator[Source
             continue
         default_id = ctx.default_id(number)
         if len(line) > limit:
-            yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", line[:1000])
+            shown = line[:1000].decode("utf-8", "replace")  # text, not the repr of bytes
+            yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", shown)
             continue
         text = ctx.decode(line, number, default_id)
         yield text if isinstance(text, Reject) else _json_record(ctx, number, text)
