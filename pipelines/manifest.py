@@ -49,9 +49,12 @@ class AccountingError(RuntimeError):
     """Records read do not add up to documents chunked plus rejects: something was lost or doubled."""
 
 
-def redact_url(url: str) -> str:
-    """The URL without credentials embedded in it (``scheme://user:secret@host/...``)."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", url)
+def redact_url(text: str) -> str:
+    """The URL, or every URL in a message, without credentials (``scheme://user:secret@host/...``).
+
+    ``scheme:///user:secret@`` too: fsspec's error messages spell some URLs that way.
+    """
+    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://+)[^/@\s]*@", r"\1", text)
 
 
 def versions() -> dict[str, str]:

@@ -42,7 +42,7 @@ from pipelines.io.write import (
     new_run_id,
     prepare_output,
 )
-from pipelines.manifest import BuildManifest, check_accounting
+from pipelines.manifest import BuildManifest, check_accounting, redact_url
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(argv)
     except (SettingsError, InputError, OutputError) as error:
-        print(f"zerda: error: {error}", file=sys.stderr)
+        print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     return 0
 
@@ -136,11 +136,27 @@ def main(argv: list[str] | None = None) -> int:
 def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_RedactCredentials())
     beam_level = logging.DEBUG if verbose else logging.ERROR if quiet else logging.WARNING
     for name in ("apache_beam", "root"):
         logging.getLogger(name).setLevel(beam_level)
     logging.getLogger("zerda").setLevel(level)
     logging.getLogger("pipelines").setLevel(level)
+
+
+class _RedactCredentials(logging.Filter):
+    """Drops ``user:password@`` from URLs in log lines (with --verbose, fsspec logs each URL it opens)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken record: leave it to the handler's own error report
+            return True
+        redacted = redact_url(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
 
 
 if __name__ == "__main__":

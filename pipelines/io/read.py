@@ -44,6 +44,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from smart_open.compression import compression_wrapper
 
+from pipelines.manifest import redact_url
 from pipelines.records import EXCERPT_CHARS, REJECT_REASONS, FileReport, Reject, SourceRecord, excerpt
 from pipelines.settings import InputSettings, Settings
 
@@ -191,8 +192,11 @@ class _FileContext:
     compression: str
     record: int = 0  # the record being read now: where an unreadable file broke
 
+    def __post_init__(self) -> None:
+        self.source = redact_url(self.file.url)  # what chunks, rejects and the manifest say: no password
+
     def reject(self, record: int, doc_id: str, reason: str, message: str, bad_input: object = "") -> Reject:
-        return Reject(self.file.url, record, doc_id, reason, message, excerpt(bad_input))
+        return Reject(self.source, record, doc_id, reason, redact_url(message), excerpt(bad_input))
 
     def default_id(self, record: int) -> str:
         """Stable id of a record without one: ``relative/path.jsonl/17``."""
@@ -217,7 +221,7 @@ class _FileContext:
             return self.reject(record, doc_id, "too_large", f"{len(text)} characters, over {limit}", text)
         if "\x00" in text:
             return self.reject(record, doc_id, "not_text", f"NUL character at {text.index(chr(0))}", text)
-        return SourceRecord(self.file.url, record, doc_id, text)
+        return SourceRecord(self.source, record, doc_id, text)
 
     def from_fields(self, record: int, raw_id: object, text: object, bad_input: object) -> SourceRecord | Reject:
         """A JSONL object's or Parquet row's id and text; ids may be strings or integers."""
@@ -261,7 +265,7 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     reader = _READERS.get(fmt)
     if reader is None:
         yield ctx.reject(0, file.relative_path, "not_text", f"not a corpus file type: {fmt or 'no suffix'}")
-        yield FileReport(file.url, 0, 1)
+        yield FileReport(ctx.source, 0, 1)
         return
     emitted, error = 0, ""
     with fsspec.open(file.url, "rb") as raw:
@@ -273,13 +277,13 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
         except StorageError:
             raise
         except Exception as err:  # any damage in a file's content: a reject, never a crashed job
-            error = f"{type(err).__name__}: {err}"
+            error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
             emitted += 1
             yield ctx.reject(ctx.record, file.relative_path, "unreadable_file", f"file unreadable: {error}")
     if emitted == 0:
         emitted = 1
         yield ctx.reject(0, file.relative_path, "empty", "file holds no record")
-    yield FileReport(file.url, stored.bytes_read, emitted, error)
+    yield FileReport(ctx.source, stored.bytes_read, emitted, error)
 
 
 class _StepwiseStream(io.RawIOBase):
