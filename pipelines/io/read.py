@@ -386,6 +386,7 @@ def _read_text(stream: io.BufferedReader, ctx: _FileContext) -> Iterator[SourceR
         yield ctx.reject(0, doc_id, "too_large", message, data[:1000].decode("utf-8", "replace"))
         return
     text = ctx.decode(data, 0, doc_id)
+    del data  # else the raw bytes stay alive, in this suspended generator, while the document is chunked
     yield text if isinstance(text, Reject) else ctx.document(0, doc_id, text)
 
 
