@@ -98,6 +98,7 @@ class _ChunkFn(beam.DoFn):
             return
         self._documents.inc()
         self._chunks.inc(len(rows))
+        Metrics.counter(METRICS_NAMESPACE, f"chunks_bucket_{rows[0][PARTITION_COLUMN]}").inc(len(rows))
         self._density.update(round(rows[0]["density"] * 10_000))
         self._progress.add(record.source, len(record.text), len(rows))
         yield from rows
