@@ -1,5 +1,7 @@
 """Packaging for zerda; Dataflow ships this file with ``--setup_file ./setup.py``."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 CORE = [
@@ -38,7 +40,7 @@ setup(
     name="zerda",
     version="0.1.0",
     description="Density-adaptive re-chunking of text corpora for retrieval, as an Apache Beam pipeline.",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["zerda_core", "zerda_core.*", "pipelines", "pipelines.*"]),

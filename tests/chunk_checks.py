@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from zerda_core.chunks import AdaptiveChunker, ChunkType, DocumentChunk
 
 
@@ -28,7 +30,7 @@ def assert_chunk_contract(chunker: AdaptiveChunker, text: str, chunks: list[Docu
             assert chunk.char_count <= target
         for i in range(meta.start_char, meta.end_char):
             covered[i] = True
-    for previous, current in zip(chunks, chunks[1:], strict=False):
+    for previous, current in itertools.pairwise(chunks):
         p, c = previous.metadata, current.metadata
         assert c.start_char > p.start_char and c.end_char > p.end_char, "each chunk advances"
         if overlap and c.start_char < p.end_char:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from pathlib import Path
@@ -111,7 +112,7 @@ def test_overlap_larger_than_half_target_is_capped_and_chunks_advance() -> None:
     chunks = chunker.chunk(text)
     assert len(chunks) > 10
     assert_chunk_contract(chunker, text, chunks)
-    for previous, current in zip(chunks, chunks[1:], strict=False):
+    for previous, current in itertools.pairwise(chunks):
         assert previous.metadata.end_char - current.metadata.start_char <= 50
 
 
@@ -127,7 +128,7 @@ def test_overlap_snaps_forward_to_a_word_start() -> None:
 def test_zero_overlap_gives_disjoint_chunks() -> None:
     text = read("english_prose.txt")
     chunks = AdaptiveChunker(min_size=200, max_size=200, overlap=0).chunk(text)
-    for previous, current in zip(chunks, chunks[1:], strict=False):
+    for previous, current in itertools.pairwise(chunks):
         assert current.metadata.start_char >= previous.metadata.end_char
 
 

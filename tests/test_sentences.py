@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from zerda_core.chunks.sentences import sentence_spans
@@ -57,7 +59,7 @@ def test_spans_are_ordered_disjoint_and_cover_every_visible_character() -> None:
     text = "  A first one.  And a second!\n\nمرحبا؟نعم  "
     spans = sentence_spans(text)
     assert spans == sorted(spans)
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert end <= start and not text[end:start].strip()
     visible = {i for i, ch in enumerate(text) if not ch.isspace()}
     assert visible <= {i for a, b in spans for i in range(a, b)}
