@@ -2,7 +2,9 @@
 
 Input: ``SourceRecord`` elements. Main output: one row dict per chunk (the
 ``CHUNK_SCHEMA`` columns plus ``density_bucket``); tagged output ``rejects``: a
-``Reject`` for every record that yields no chunk. A failing document becomes a
+``Reject`` for every record that yields no chunk; tagged output ``summaries``: one
+``(doc_id, {bucket: [chunks, characters]})`` per chunked document, which the manifest
+counts. A failing document becomes a
 ``chunker_error`` reject, never a crashed job.
 
 Test only: :data:`FAULT_ENV` makes the DoFn fail once, to prove that a failed or retried
@@ -27,6 +29,7 @@ from zerda_core.chunks import AdaptiveChunker, DocumentChunk
 from zerda_core.enrich import MetadataEnricher
 
 REJECTS = "rejects"
+SUMMARIES = "summaries"
 METRICS_NAMESPACE = "zerda"
 FAULT_ENV = "ZERDA_INJECT_FAULT"
 
@@ -101,6 +104,7 @@ class _ChunkFn(beam.DoFn):
         Metrics.counter(METRICS_NAMESPACE, f"chunks_bucket_{rows[0][PARTITION_COLUMN]}").inc(len(rows))
         self._density.update(round(rows[0]["density"] * 10_000))
         self._progress.add(record.source, len(record.text), len(rows))
+        yield TaggedOutput(SUMMARIES, summarise(rows))
         yield from rows
 
     def _reject(self, record: SourceRecord, reason: str, message: str) -> TaggedOutput:
@@ -143,4 +147,14 @@ class ChunkDocuments(beam.PTransform):
 
     def expand(self, records: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         chunk_fn = _ChunkFn(self._settings, self._progress_seconds)
-        return records | "ChunkEachDocument" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")
+        return records | "ChunkEachDocument" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, SUMMARIES, main="chunks")
+
+
+def summarise(rows: list[dict[str, Any]]) -> tuple[str, dict[int, list[int]]]:
+    """One document's rows as the manifest counts them: ``(doc_id, {bucket: [chunks, characters]})``."""
+    totals: dict[int, list[int]] = {}
+    for row in rows:
+        total = totals.setdefault(row[PARTITION_COLUMN], [0, 0])
+        total[0] += 1
+        total[1] += row["char_count"]
+    return rows[0]["doc_id"], totals

@@ -2,7 +2,7 @@
 
 Wiring (the rechunk entry point)::
 
-    manifest = {"chunks": chunk_rows, "rejects": rejects, "reports": file_reports} | "Manifest" >> BuildManifest(
+    manifest = {"summaries": summaries, "rejects": rejects, "reports": reports} | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
 
@@ -11,13 +11,13 @@ files written and the finish time (``finish_manifest``) and stores it as ``OUTPU
 
 The inputs:
 
-- ``chunks``: chunk row dicts (``CHUNK_SCHEMA`` names + ``density_bucket``); the row with
-  ``chunk_index == 0`` stands for the document it came from.
+- ``summaries``: one ``(doc_id, {bucket: [chunks, characters]})`` per chunked document, from
+  ``ChunkDocuments`` (one small element a document, not a pass over every chunk row).
 - ``rejects``: ``Reject`` records.
 - ``reports``: ``FileReport`` per input file; ``records_read`` is the sum of their ``records``, so the
   reader counts every record it emits, as a document or as a reject (a file-level reject included).
 
-Counts come from combiners over the elements, not from Beam Metrics: the outputs of a failed or
+Counts come from one combine over these elements (a single shuffle), not from Beam Metrics: the outputs of a failed or
 retried bundle are discarded with it, so the numbers are exact, where metrics may count attempts
 twice or not be queryable on every runner. ``check_accounting`` checks records read = documents
 chunked + rejects. The manifest holds the reviewed settings, never pipeline options or environment
@@ -35,11 +35,9 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.transforms import combiners
 
 import zerda_core
 from pipelines.records import REJECT_REASONS, FileReport
-from pipelines.schema import PARTITION_COLUMN
 
 MANIFEST_FORMAT = 1
 DUPLICATE_EXAMPLES = 5
@@ -164,43 +162,72 @@ class BuildManifest(beam.PTransform):
         }
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
-        chunks, rejects, reports = pcolls["chunks"], pcolls["rejects"], pcolls["reports"]
-        firsts = chunks | "FirstChunkOfEachDocument" >> beam.Filter(lambda row: row["chunk_index"] == 0)
+        summaries, rejects, reports = pcolls["summaries"], pcolls["rejects"], pcolls["reports"]
         duplicates = (
-            firsts
-            | "DocId" >> beam.Map(lambda row: row["doc_id"])
-            | "CountDocIds" >> combiners.Count.PerElement()
-            | "SeenTwice" >> beam.Filter(lambda id_count: id_count[1] > 1)
-            | "DuplicateIds" >> beam.Keys()
+            summaries
+            | "DocId" >> beam.Map(lambda summary: (summary[0], 1))
+            | "CountDocIds" >> beam.CombinePerKey(sum)
+            | "SeenTwice" >> beam.FlatMap(lambda id_count: [("duplicate", id_count[0])] if id_count[1] > 1 else [])
         )
-        counts = {
-            "documents_chunked": firsts | "CountDocuments" >> combiners.Count.Globally(),
-            "rejects": (
-                rejects
-                | "Reason" >> beam.Map(lambda reject: reject.reason)
-                | "CountReasons" >> combiners.Count.PerElement()
-                | "ReasonCounts" >> combiners.ToDict()
-            ),
-            "chunks_by_bucket": (
-                chunks
-                | "Bucket" >> beam.Map(lambda row: row[PARTITION_COLUMN])
-                | "CountChunks" >> combiners.Count.PerElement()
-                | "ChunkCounts" >> combiners.ToDict()
-            ),
-            "chars_by_bucket": (
-                chunks
-                | "BucketChars" >> beam.Map(lambda row: (row[PARTITION_COLUMN], row["char_count"]))
-                | "SumChars" >> beam.CombinePerKey(sum)
-                | "CharCounts" >> combiners.ToDict()
-            ),
-            "duplicate_doc_ids": duplicates | "CountDuplicates" >> combiners.Count.Globally(),
-            "duplicate_examples": duplicates | "Examples" >> combiners.Top.Smallest(DUPLICATE_EXAMPLES),
-        }
-        sides: dict[str, beam.pvalue.AsSideInput] = {
-            name: beam.pvalue.AsSingleton(pcoll) for name, pcoll in counts.items()
-        }
-        sides["reports"] = beam.pvalue.AsList(reports)
-        return chunks.pipeline | "Once" >> beam.Create([None]) | "Assemble" >> beam.Map(self._assemble, **sides)
+        facts = (
+            summaries | "DocumentFacts" >> beam.Map(lambda summary: ("document", summary[1])),
+            rejects | "RejectFacts" >> beam.Map(lambda reject: ("reject", reject.reason)),
+            reports | "FileFacts" >> beam.Map(lambda report: ("file", report)),
+            duplicates,
+        ) | "AllFacts" >> beam.Flatten()
+        return facts | "Count" >> beam.CombineGlobally(_ManifestCounts()) | "Assemble" >> beam.Map(self._assemble)
 
-    def _assemble(self, _: None, *, reports: list[FileReport], **counts: Any) -> dict[str, Any]:
-        return build_manifest(**self._static, reports=reports, counts=_counts(**counts))
+    def _assemble(self, acc: dict[str, Any]) -> dict[str, Any]:
+        counts = _counts(
+            documents_chunked=acc["documents"],
+            rejects=acc["rejects"],
+            chunks_by_bucket={b: t[0] for b, t in acc["buckets"].items()},
+            chars_by_bucket={b: t[1] for b, t in acc["buckets"].items()},
+            duplicate_doc_ids=acc["duplicates"],
+            duplicate_examples=acc["examples"],
+        )
+        return build_manifest(**self._static, reports=acc["reports"], counts=counts)
+
+
+def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
+    """Add ``{bucket: [chunks, characters]}`` into ``totals``."""
+    for bucket, (chunks, chars) in more.items():
+        total = totals.setdefault(bucket, [0, 0])
+        total[0] += chunks
+        total[1] += chars
+
+
+class _ManifestCounts(beam.CombineFn):
+    """Every count of the manifest in one combine: one shuffle instead of one per count."""
+
+    def create_accumulator(self) -> dict[str, Any]:
+        return {"documents": 0, "rejects": {}, "buckets": {}, "duplicates": 0, "examples": [], "reports": []}
+
+    def add_input(self, acc: dict[str, Any], fact: Any) -> dict[str, Any]:
+        kind, value = fact
+        if kind == "document":
+            acc["documents"] += 1
+            _add_buckets(acc["buckets"], value)
+        elif kind == "reject":
+            acc["rejects"][value] = acc["rejects"].get(value, 0) + 1
+        elif kind == "file":
+            acc["reports"].append(value)
+        else:
+            acc["duplicates"] += 1
+            acc["examples"] = sorted([*acc["examples"], value])[:DUPLICATE_EXAMPLES]
+        return acc
+
+    def merge_accumulators(self, accs: Any) -> dict[str, Any]:
+        merged = self.create_accumulator()
+        for acc in accs:
+            merged["documents"] += acc["documents"]
+            for reason, n in acc["rejects"].items():
+                merged["rejects"][reason] = merged["rejects"].get(reason, 0) + n
+            _add_buckets(merged["buckets"], acc["buckets"])
+            merged["duplicates"] += acc["duplicates"]
+            merged["examples"] = sorted([*merged["examples"], *acc["examples"]])[:DUPLICATE_EXAMPLES]
+            merged["reports"].extend(acc["reports"])
+        return merged
+
+    def extract_output(self, acc: dict[str, Any]) -> dict[str, Any]:
+        return acc

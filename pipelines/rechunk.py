@@ -98,7 +98,11 @@ def build_pipeline(
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
     staged_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
-    manifest = {"chunks": chunked.chunks, "rejects": rejects, "reports": read[FILES_TAG]} | "Manifest" >> BuildManifest(
+    manifest = {
+        "summaries": chunked.summaries,
+        "rejects": rejects,
+        "reports": read[FILES_TAG],
+    } | "Manifest" >> BuildManifest(
         settings=settings_dict, fingerprint=settings.fingerprint, output=output, started=started
     )
     return {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from pipelines.chunking import summarise
 from pipelines.io.read import expand_inputs, read_file
 from pipelines.records import SourceRecord
 from pipelines.settings import InputSettings
@@ -40,3 +41,11 @@ def assert_chunks_are_slices(table: pa.Table, texts: dict[tuple[str, int], str])
     for row in rows:
         document = texts[(row["source"], row["record"])]
         assert row["text"] == document[row["start_char"] : row["end_char"]], row
+
+
+def summaries_of(rows: list[dict[str, Any]]) -> list[tuple[str, dict[int, list[int]]]]:
+    """The manifest's per-document summaries of chunk rows, as ``ChunkDocuments`` emits them."""
+    documents: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        documents.setdefault((row.get("source"), row["doc_id"], row["record"]), []).append(row)
+    return [summarise(document) for document in documents.values()]

@@ -19,6 +19,7 @@ from pipelines.manifest import (
     redact_url,
 )
 from pipelines.records import REJECT_REASONS, FileReport, Reject
+from tests.output_checks import summaries_of
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SETTINGS = {"chunking": {"base_size": 512}, "output": {"bucket_width": 0.1}}
@@ -48,7 +49,7 @@ REPORTS = [FileReport("s3://key:secret@bucket/in.jsonl", 4096, 7), FileReport("g
 def run_manifest(chunks: list, rejects: list, reports: list, check) -> None:
     with BeamTestPipeline() as p:
         pcolls = {
-            "chunks": p | "Chunks" >> beam.Create(chunks),
+            "summaries": p | "Summaries" >> beam.Create(summaries_of(chunks)),
             "rejects": p | "Rejects" >> beam.Create(rejects),
             "reports": p | "Reports" >> beam.Create(reports),
         }

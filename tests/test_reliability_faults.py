@@ -224,17 +224,17 @@ def test_repeated_bundles_and_a_repeated_commit_double_nothing(
     corpus, config = fault_corpus
     staged: list[str] = []
     commits: list[int] = []
-    original_write, original_commit = write_module._StageParquet._write, write_module._Commit.process
+    original_close, original_commit = write_module._StageParquet._close, write_module._Commit.process
 
-    def counting_write(self: Any, directory: str) -> Any:
+    def counting_close(self: Any, directory: str) -> Any:
         staged.append(directory)
-        return original_write(self, directory)
+        return original_close(self, directory)
 
     def counting_commit(self: Any, *args: Any) -> Any:
         commits.append(1)
         yield from original_commit(self, *args)
 
-    monkeypatch.setattr(write_module._StageParquet, "_write", counting_write)
+    monkeypatch.setattr(write_module._StageParquet, "_close", counting_close)
     monkeypatch.setattr(write_module._Commit, "process", counting_commit)
     output = tmp_path / "out"
     argv = ["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet"]

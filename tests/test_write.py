@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines.io import write as write_module
 from pipelines.io.write import (
     CommitOutput,
     OutputError,
@@ -34,6 +35,7 @@ from pipelines.io.write import (
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
 from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA, density_bucket, n_buckets
+from tests.output_checks import summaries_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,7 +90,8 @@ def run_write(
         chunks = p | "Chunks" >> beam.Create(rows)
         bad = p | "Rejects" >> beam.Create(rejects)
         reports = p | "Reports" >> beam.Create([FileReport("corpus/part.jsonl", 1234, records)])
-        manifest = {"chunks": chunks, "rejects": bad, "reports": reports} | "Manifest" >> BuildManifest(
+        summaries = p | "Summaries" >> beam.Create(summaries_of(rows))
+        manifest = {"summaries": summaries, "rejects": bad, "reports": reports} | "Manifest" >> BuildManifest(
             settings={"output": {"bucket_width": 0.1}},
             fingerprint="f00dfeed",
             output=output,
@@ -174,6 +177,19 @@ def test_staging_writes_a_file_per_max_rows_and_bucket(tmp_path: Path) -> None:
     staged_files = list((tmp_path / "_staging" / "run-1").rglob("part-*.parquet"))
     assert len(staged_files) == 4
     assert sum(pq.read_table(f).num_rows for f in staged_files) == 6
+
+
+def test_rows_stream_out_in_row_groups_instead_of_waiting_for_the_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(write_module, "_ROW_GROUP_ROWS", 3)
+    rows = [chunk_row(d, 0, 0.42) for d in range(8)]
+    with BeamTestPipeline() as p:
+        _ = p | beam.Create(rows) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=100)
+    (staged,) = (tmp_path / "_staging" / "run-1").rglob("part-*.parquet")
+    metadata = pq.ParquetFile(staged).metadata
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [3, 3, 2]
+    assert sorted(pq.read_table(staged)["doc_id"].to_pylist()) == sorted(r["doc_id"] for r in rows)
 
 
 def test_run_id_must_be_a_plain_name(tmp_path: Path) -> None:

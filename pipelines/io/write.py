@@ -9,8 +9,9 @@ Wiring (the rechunk entry point)::
     manifest = ... | pipelines.manifest.BuildManifest(...)
     {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
 
-1. Stage. Each bundle writes its rows to new files ``OUTPUT/_staging/<run_id>/<dir>/part-<uuid4><ext>``
-   (a file per ``max_rows_per_file`` rows and directory) and emits one ``StagedFile`` per file. A failed
+1. Stage. Each bundle streams its rows to new files ``OUTPUT/_staging/<run_id>/<dir>/part-<uuid4><ext>``
+   (a file per ``max_rows_per_file`` rows and directory, written a row group at a time, so memory stays
+   bounded however large the bundle) and emits one ``StagedFile`` per file. A failed
    or retried bundle attempt may leave files behind, but the runner discards its outputs, so no
    committed element ever names them.
 2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
@@ -161,32 +162,78 @@ class _StageParquet(beam.DoFn):
         self._made_dirs: set[str] = set()
 
     def start_bundle(self) -> None:
-        self._buffers: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        self._open: dict[str, _OpenPart] = {}
 
     def process(self, row: Mapping[str, Any]):
         directory = self._directory_of(row)
-        buffer = self._buffers[directory]
-        buffer.append(row)
-        if len(buffer) >= self._max_rows:
-            yield self._write(directory)
+        part = self._open.get(directory)
+        if part is None:
+            part = self._open[directory] = _OpenPart(self._new_path(directory))
+        part.buffer.append(row)
+        if len(part.buffer) >= _ROW_GROUP_ROWS:
+            self._flush(directory, part)
+        if part.rows + len(part.buffer) >= self._max_rows:
+            yield self._close(directory)
 
     def finish_bundle(self):
-        for directory in list(self._buffers):
-            yield GlobalWindows.windowed_value_at_end_of_window(self._write(directory))
+        for directory in list(self._open):
+            yield GlobalWindows.windowed_value_at_end_of_window(self._close(directory))
 
-    def _write(self, directory: str) -> StagedFile:
-        table = pa.Table.from_pylist(self._buffers.pop(directory), schema=self._schema)
-        missing = [name for name in self._required if table.column(name).null_count]
-        if missing:  # from_pylist turns a missing key into a null, even in a required column
-            raise ValueError(f"rows without a value for required column(s) {missing} in {directory}")
+    def teardown(self) -> None:
+        for part in getattr(self, "_open", {}).values():  # a failed bundle: its files are never committed
+            part.abandon()
+
+    def _new_path(self, directory: str) -> str:
         relative = f"{STAGING_DIR}/{self._run_id}/{directory}/part-{uuid.uuid4().hex}{self._suffix}"
         folder = posixpath.dirname(f"{self._root}/{relative}")
         if folder not in self._made_dirs:
             self._fs.makedirs(folder, exist_ok=True)
             self._made_dirs.add(folder)
-        with self._fs.open(f"{self._root}/{relative}", "wb") as f:
-            pq.write_table(table, f, compression=self._compression)
-        return StagedFile(directory, relative, table.num_rows)
+        return relative
+
+    def _flush(self, directory: str, part: _OpenPart) -> None:
+        """Write the buffered rows as one row group; the file is opened on the first one."""
+        table = pa.Table.from_pylist(part.buffer, schema=self._schema)
+        part.buffer = []
+        missing = [name for name in self._required if table.column(name).null_count]
+        if missing:  # from_pylist turns a missing key into a null, even in a required column
+            raise ValueError(f"rows without a value for required column(s) {missing} in {directory}")
+        if part.writer is None:
+            part.handle = self._fs.open(f"{self._root}/{part.relative}", "wb")
+            part.writer = pq.ParquetWriter(part.handle, self._schema, compression=self._compression)
+        part.writer.write_table(table, row_group_size=len(table))
+        part.rows += table.num_rows
+
+    def _close(self, directory: str) -> StagedFile:
+        part = self._open.pop(directory)
+        if part.buffer or part.writer is None:
+            self._flush(directory, part)
+        part.close()
+        return StagedFile(directory, part.relative, part.rows)
+
+
+_ROW_GROUP_ROWS = 5_000  # rows held per open file before they are written out: bounds memory
+
+
+class _OpenPart:
+    """A staged Parquet file being written: rows wait in ``buffer`` until a row group is full."""
+
+    def __init__(self, relative: str) -> None:
+        self.relative = relative
+        self.buffer: list[Mapping[str, Any]] = []
+        self.rows = 0
+        self.writer: pq.ParquetWriter | None = None
+        self.handle: Any = None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.handle is not None:
+            self.handle.close()
+
+    def abandon(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 class _WriteParquet(beam.PTransform):
