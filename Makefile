@@ -25,7 +25,7 @@ test: install
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_chunker.py
-	$(BIN)/python benchmarks/bench_pipeline.py
+	$(BIN)/python benchmarks/bench_pipeline.py --mb 400 --files 64 --reps 3 --small-reps 2
 
 lint: install
 	$(BIN)/ruff check .
