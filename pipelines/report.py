@@ -31,14 +31,19 @@ import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 from pyarrow import acero
 
-from pipelines.schema import PARTITION_COLUMN, n_buckets
+from pipelines.schema import (
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SUFFIX,
+    REJECTS_DIR,
+    SUCCESS_FILE,
+    n_buckets,
+)
 from pipelines.settings import OutputSettings
 from pipelines.terminal_table import bucket_label, format_cell, is_numeric, render_histogram, render_table
 
 EXIT_REFUSED = 2
-SUCCESS_MARKER = "_SUCCESS"
-MANIFEST_NAME = "_manifest.json"
-REJECTS_DIR = "_rejects"
 HISTOGRAM_WIDTH = 40
 SIZE_HEADERS = ("p5", "p50", "p95", "max")
 PERCENTILES = (5, 50, 95, 100)
@@ -136,18 +141,18 @@ def open_output(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     root = root.rstrip("/") or root
     if not fs.isdir(root):
         raise OutputError(f"no output at {url}: the directory does not exist")
-    if not fs.exists(posixpath.join(root, SUCCESS_MARKER)):
+    if not fs.exists(posixpath.join(root, SUCCESS_FILE)):
         raise OutputError(
-            f"{url} has no {SUCCESS_MARKER}: the run failed or is still writing, so its numbers would be partial."
+            f"{url} has no {SUCCESS_FILE}: the run failed or is still writing, so its numbers would be partial."
             " Rerun the pipeline into it, then report."
         )
-    if not fs.exists(posixpath.join(root, MANIFEST_NAME)):
-        raise OutputError(f"{url} has {SUCCESS_MARKER} but no {MANIFEST_NAME}: not a zerda output")
+    if not fs.exists(posixpath.join(root, MANIFEST_FILE)):
+        raise OutputError(f"{url} has {SUCCESS_FILE} but no {MANIFEST_FILE}: not a zerda output")
     return fs, root
 
 
 def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
-    with fs.open(posixpath.join(root, MANIFEST_NAME), "rb") as f:
+    with fs.open(posixpath.join(root, MANIFEST_FILE), "rb") as f:
         manifest: dict[str, Any] = json.load(f)
     return manifest
 
@@ -161,7 +166,7 @@ def scan_chunks(fs: fsspec.AbstractFileSystem, root: str) -> tuple[Group, ...]:
 
     Only files under ``density_bucket=K/`` count, so a stray temp folder in OUTPUT never adds rows.
     """
-    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", "*.parquet"))
+    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"))
     if not files:
         return ()
     partitioning = ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.int32())]), flavor="hive")
@@ -192,7 +197,7 @@ def scan_chunks(fs: fsspec.AbstractFileSystem, root: str) -> tuple[Group, ...]:
 
 def count_rejects(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, int]:
     """Rejected records by reason, from ``_rejects/`` (absent when nothing was rejected)."""
-    files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, "*.parquet"))
+    files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"))
     if not files:
         return {}
     reasons = ds.dataset(files, filesystem=fs, format="parquet").to_table(columns=["reason"])["reason"]

@@ -19,6 +19,14 @@ import pyarrow as pa
 
 PARTITION_COLUMN = "density_bucket"
 
+# Where things lie in OUTPUT; reject files end in .pq so that read_parquet('OUTPUT/**/*.parquet') reads chunks only.
+STAGING_DIR = "_staging"
+REJECTS_DIR = "_rejects"
+MANIFEST_FILE = "_manifest.json"
+SUCCESS_FILE = "_SUCCESS"
+CHUNK_SUFFIX = ".parquet"
+REJECT_SUFFIX = ".pq"
+
 KEYWORDS_TYPE = pa.list_(pa.struct([("term", pa.string()), ("score", pa.float64())]))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -9,6 +10,7 @@ import pytest
 
 from pipelines.io.read import sample_corpus_glob
 from pipelines.rechunk import main, run
+from pipelines.report import main as report_main
 from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,3 +140,17 @@ def test_summary_tells_counts_buckets_and_how_to_query(tmp_path: Path, capsys: p
     assert f"report:  python -m pipelines.report {output}" in out
     query = out.split("query:", 1)[1].strip()
     assert duckdb.sql(query).fetchall()
+
+
+def test_report_on_a_real_output_agrees_with_the_manifest(
+    sample_output: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert report_main([str(sample_output)]) == 0
+    out = capsys.readouterr().out
+    counts = read_manifest(sample_output)["counts"]
+    rejected = sum(counts["rejects"].values())
+    assert f"rejected {rejected}" in out and f"chunks {counts['chunks']:,}" in out
+    rejects_table = out.split("Rejects by reason", 1)[1]
+    for reason, n in counts["rejects"].items():
+        if n:
+            assert re.search(rf"^{reason}\s+{n}$", rejects_table, flags=re.M), reason

@@ -93,7 +93,7 @@ def write_output(url: str, *, success: bool = True, drop_text: bool = False) -> 
         for i, r in enumerate(REJECTS)
     ]
     fs.makedirs(f"{root}/_rejects", exist_ok=True)
-    with fs.open(f"{root}/_rejects/part-00000-of-00001.parquet", "wb") as f:
+    with fs.open(f"{root}/_rejects/part-00000.pq", "wb") as f:
         pq.write_table(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA), f)
     fs.pipe(f"{root}/_manifest.json", json.dumps(manifest()).encode())
     if success:

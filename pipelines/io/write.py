@@ -55,14 +55,18 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from pipelines.manifest import finish_manifest
-from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA
+from pipelines.schema import (
+    CHUNK_SCHEMA,
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SCHEMA,
+    REJECT_SUFFIX,
+    REJECTS_DIR,
+    STAGING_DIR,
+    SUCCESS_FILE,
+)
 
-STAGING_DIR = "_staging"
-REJECTS_DIR = "_rejects"
-MANIFEST_FILE = "_manifest.json"
-SUCCESS_FILE = "_SUCCESS"
-CHUNK_SUFFIX = ".parquet"
-REJECT_SUFFIX = ".pq"
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
