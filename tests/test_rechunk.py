@@ -154,3 +154,29 @@ def test_report_on_a_real_output_agrees_with_the_manifest(
     for reason, n in counts["rejects"].items():
         if n:
             assert re.search(rf"^{reason}\s+{n}$", rejects_table, flags=re.M), reason
+
+
+@pytest.mark.parametrize(
+    ("flag", "expect_summary", "expect_in_log", "not_in_log"),
+    [
+        ("--quiet", False, [], ["INFO", "WARNING"]),
+        (None, True, ["INFO zerda: reading"], ["DEBUG"]),
+        ("--verbose", True, ["INFO zerda: reading", "DEBUG"], []),
+    ],
+)
+def test_quiet_and_verbose(
+    flag: str | None,
+    expect_summary: bool,
+    expect_in_log: list[str],
+    not_in_log: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--input", str(REPO / "tests/data"), "--output", str(tmp_path / "out")]
+    assert main(args + ([flag] if flag else [])) == 0
+    out, err = capsys.readouterr()
+    assert ("records read" in out) is expect_summary
+    for text in expect_in_log:
+        assert text in err
+    for text in not_in_log:
+        assert text not in err
