@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.chunk_checks import assert_chunk_contract
+from tests.common import DATA
 from zerda_core.chunks import (
     AdaptiveChunker,
     BaseChunker,
@@ -21,7 +22,6 @@ from zerda_core.chunks import (
 )
 from zerda_core.chunks.adaptive_chunker import _estimate_density
 
-DATA = Path(__file__).parent / "data"
 SAMPLES = sorted(DATA.iterdir())
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -13,9 +11,9 @@ from pipelines.chunking import ChunkDocuments
 from pipelines.records import SourceRecord
 from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, density_bucket
 from pipelines.settings import Settings
+from tests.common import DATA
 from zerda_core.chunks import AdaptiveChunker
 
-DATA = Path(__file__).parent / "data"
 PROSE = (DATA / "english_prose.txt").read_text(encoding="utf-8")
 CODE = (DATA / "code_python.txt").read_text(encoding="utf-8")
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.common import DATA
 from zerda_core.chunks.adaptive_chunker import _estimate_density
 from zerda_core.chunks.language import detect_language
-
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\n", "😀😀😀", "٣٤٥ ١٢", "\x00\x01"])

@@ -25,8 +25,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data"
+from tests.common import DATA, REPO
+
 SAMPLE_CORPUS = "pipelines/sample_corpus"
 TIMEOUT = 300
 

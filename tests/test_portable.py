@@ -28,9 +28,8 @@ import pytest
 from apache_beam.runners.portability.portable_runner import PortableRunner
 
 from pipelines.rechunk import run
+from tests.common import DATA, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data"
 START_TIMEOUT = 60.0
 
 _WORKER_POOL = """

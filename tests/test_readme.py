@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -13,8 +12,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.rechunk import build_parser
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.settings import load_settings
+from tests.common import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
 SHELL_BLOCKS = re.findall(r"```sh\n(.*?)```", README, flags=re.S)
 

@@ -11,10 +11,8 @@ import pytest
 from pipelines.io.read import sample_corpus_glob
 from pipelines.rechunk import main, run
 from pipelines.report import main as report_main
+from tests.common import MULTI_PROCESS, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts
-
-REPO = Path(__file__).resolve().parent.parent
-MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,7 @@ from pipelines.io.read import InputFile, StorageError, read_file
 from pipelines.rechunk import run
 from pipelines.records import Reject
 from pipelines.settings import InputSettings
+from tests.common import DATA, MULTI_PROCESS, REPO
 from tests.output_checks import read_chunks, read_manifest
 
 if TYPE_CHECKING:
@@ -58,9 +59,6 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data"
-MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 ROW_COLUMNS = (
     "chunk_id",
     "doc_id",

@@ -42,9 +42,9 @@ from tests.bad_corpus import (
     build_bad_corpus,
     prose,
 )
+from tests.common import REPO
 from tests.output_checks import read_chunks, read_manifest
 
-REPO = Path(__file__).resolve().parent.parent
 SECRET_ENV_VALUE = "SUPERSECRET123"
 URL_PASSWORD = "PASSW0RD-zerda-9f3"
 EXCERPT_BOUND = 200  # the bound on a reject's excerpt

@@ -14,7 +14,6 @@ import json
 import lzma
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -25,15 +24,12 @@ import zstandard
 
 from pipelines.rechunk import run
 from pipelines.schema import PARTITION_COLUMN
+from tests.common import DATA, MULTI_PROCESS, REPO
 
 if TYPE_CHECKING:
     from tests.s3_server import S3Env
 
 pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
-
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data"
-MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
 def _text(name: str) -> str:

@@ -19,9 +19,10 @@ from pipelines.settings import (
     settings_reference,
     settings_reference_markdown,
 )
+from tests.common import REPO
 from zerda_core.chunks.config import ChunkConfig
 
-CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -61,7 +62,7 @@ def test_defaults_are_the_documented_ones() -> None:
 
 
 def test_default_yaml_spells_out_exactly_the_defaults() -> None:
-    assert load_settings(Path(__file__).resolve().parent.parent / "configs" / "default.yaml") == Settings()
+    assert load_settings(REPO / "configs" / "default.yaml") == Settings()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
@@ -73,7 +74,7 @@ def test_every_config_in_configs_loads(config: Path) -> None:
 def test_the_named_configs_exist_and_differ_as_described() -> None:
     names = {c.name for c in CONFIGS}
     assert {"default.yaml", "technical.yaml", "prose.yaml", "dataflow.yaml", "flink.yaml"} <= names
-    configs = Path(__file__).resolve().parent.parent / "configs"
+    configs = REPO / "configs"
     default = load_settings(configs / "default.yaml").chunking
     technical = load_settings(configs / "technical.yaml").chunking
     prose = load_settings(configs / "prose.yaml").chunking
@@ -92,7 +93,7 @@ def test_the_named_configs_exist_and_differ_as_described() -> None:
     ],
 )
 def test_runner_configs_show_the_runner_options(config: str, options: list[str]) -> None:
-    text = (Path(__file__).resolve().parent.parent / "configs" / config).read_text(encoding="utf-8")
+    text = (REPO / "configs" / config).read_text(encoding="utf-8")
     comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
     for option in options:
         assert option in comments
@@ -297,7 +298,7 @@ def test_reference_markdown_has_a_row_per_key() -> None:
 
 
 def test_cli_checks_configs_and_exits_2_on_a_bad_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    good = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+    good = REPO / "configs" / "default.yaml"
     assert main([str(good)]) == 0
     assert f"ok, fingerprint {Settings().fingerprint}" in capsys.readouterr().out
     bad = write(tmp_path, "output:\n  bucket_width: 0\n")
@@ -309,7 +310,7 @@ def test_cli_checks_configs_and_exits_2_on_a_bad_one(tmp_path: Path, capsys: pyt
 
 
 def test_readme_settings_reference_matches_the_code() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
     begin, end = "<!-- settings-reference:begin -->\n", "<!-- settings-reference:end -->"
     assert begin in readme and end in readme
     table = readme.split(begin, 1)[1].split(end, 1)[0]

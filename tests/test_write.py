@@ -35,9 +35,8 @@ from pipelines.io.write import (
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
 from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA, density_bucket, n_buckets
+from tests.common import REPO
 from tests.output_checks import summaries_of
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None = None) -> dict:
