@@ -18,6 +18,10 @@ def sentences(text: str) -> list[str]:
     [
         ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
         ("Wait... Really?! Yes.", ["Wait...", "Really?!", "Yes."]),
+        # a run of marks is one end, whichever mark it starts with
+        ("Really?.. Yes!!! No?!? Fine", ["Really?..", "Yes!!!", "No?!?", "Fine"]),
+        ("Wait… Then go. Or…! Hm.… Ok", ["Wait…", "Then go.", "Or…!", "Hm.…", "Ok"]),
+        ("See etc.. Next one", ["See etc..", "Next one"]),
         ("Pi is 3.14 today. Beam v2.77.0 works.", ["Pi is 3.14 today.", "Beam v2.77.0 works."]),
         ("See https://example.com/a.html?x=1 now. Done.", ["See https://example.com/a.html?x=1 now.", "Done."]),
         ("Dr. Smith met Mr. Jones, e.g. at noon. Then left.", ["Dr. Smith met Mr. Jones, e.g. at noon.", "Then left."]),

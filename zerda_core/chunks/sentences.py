@@ -15,10 +15,14 @@ from __future__ import annotations
 import re
 
 _CLOSERS = "\"'”’»)\\]}"
-# Two patterns, not one alternation: each then starts with a character set the regex engine scans for fast.
-_LATIN_END = re.compile(rf"[.!?…]+[{_CLOSERS}]*(?=\s|\Z)(?!\s*[a-z])")  # not before "five" in "approx. five"
-_ARABIC_END = re.compile(rf"[؟۔][.!?؟۔…]*[{_CLOSERS}]*")  # ends even when glued to the next word
 _MARKS = ".!?…"
+_LATIN_END = rf"[{_MARKS}]*[{_CLOSERS}]*(?=\s|\Z)(?!\s*[a-z])"  # not before "five" in "approx. five"
+_ARABIC_END = rf"[.!?؟۔…]*[{_CLOSERS}]*"  # ends even when glued to the next word
+# One pattern per leading mark, not one character set: the regex engine scans for a literal first
+# character several times faster. A run such as "?!" is found from each of its marks, with one end.
+_DOT_END = re.compile(r"\." + _LATIN_END)
+_ASCII_ENDS = [re.compile(re.escape(mark) + _LATIN_END) for mark in "!?"]
+_NON_ASCII_ENDS = [re.compile("…" + _LATIN_END), *(re.compile(mark + _ARABIC_END) for mark in "؟۔")]
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _NON_SPACE = re.compile(r"\S")
@@ -39,12 +43,12 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Split ``text`` into sentence spans; every non-whitespace character lies in one span."""
     cuts = [
         m.end()
-        for m in _LATIN_END.finditer(text)
+        for m in _DOT_END.finditer(text)
         # after a word of 7+ letters (most ends) no abbreviation is possible: skip the slower check
         if (m.start() >= 7 and text[m.start() - 7 : m.start()].isalpha()) or not _after_abbreviation(text, m.start())
     ]
-    if not text.isascii():
-        cuts.extend(m.end() for m in _ARABIC_END.finditer(text))
+    for pattern in _ASCII_ENDS if text.isascii() else _ASCII_ENDS + _NON_ASCII_ENDS:
+        cuts.extend([m.end() for m in pattern.finditer(text)])
     blank_line = _BLANK_LINE if "\r" in text else _BLANK_LF_LINE
     cuts.extend([m.start() for m in blank_line.finditer(text)])
     cuts.sort()
@@ -66,8 +70,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _after_abbreviation(text: str, start: int) -> bool:
-    """Whether the mark at ``start`` is the single dot of an abbreviation, an initial or an acronym."""
-    if text[start] != "." or text[start + 1 : start + 2] in _MARKS or not text[start - 1 : start].isalpha():
+    """Whether the dot at ``start`` is the single dot of an abbreviation, an initial or an acronym."""
+    if text[start + 1 : start + 2] in _MARKS or not text[start - 1 : start].isalpha():
         return False
     words = text[max(0, start - 12) : start].rsplit(None, 1)
     token = words[-1].lstrip(_OPENERS) if words else ""
