@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.common import DATA
-from zerda_core.chunks.adaptive_chunker import _estimate_density
+from zerda_core.chunks.adaptive_chunker import _ARABIC_LONG_WORD, _estimate_density
 from zerda_core.chunks.language import detect_language
 
 
@@ -47,6 +51,12 @@ def test_arabic_diacritics_do_not_count_as_letters() -> None:
     plain, vowelled = "مكتبة مكتبة مكتبة", "مَكْتَبَة مَكْتَبَة مَكْتَبَة"
     # six letters: not a complex word, with or without vowel marks
     assert _estimate_density(vowelled) - _estimate_density(plain) < 0.2
+
+
+@given(st.text(alphabet="كتبمرسلاو\u064b\u064e\u0650\u0651\u0652 ،.\n", max_size=80))
+def test_long_arabic_words_are_counted_as_if_diacritics_were_removed(text: str) -> None:
+    without_marks = re.sub("[\u064b-\u0652]", "", text)
+    assert len(_ARABIC_LONG_WORD.findall(text)) == len(re.findall("[\u0620-\u064a]{7,}", without_marks))
 
 
 def test_code_is_denser_than_narrative_on_shipped_texts() -> None:

@@ -34,8 +34,8 @@ CODE_PUNCTUATION = "{}<>[]()="
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 _ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
-_ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A]{7,}")
-_ARABIC_DIACRITICS = re.compile(r"[\u064B-\u0652]+")
+# 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
+_ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _WINDOW = 1 << 20
 _NEUTRAL_WORD_LENGTH = 3.0
 _LONG_WORD_SPAN = 5.0
@@ -68,7 +68,7 @@ def _estimate_density(text: str) -> float:
         tech_hits += sum(map(window.count, CODE_PUNCTUATION))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
         if not window.isascii() and _ARABIC_LETTER.search(window):
-            arabic_hits += len(_ARABIC_LONG_WORD.findall(_ARABIC_DIACRITICS.sub("", window)))
+            arabic_hits += len(_ARABIC_LONG_WORD.findall(window))
         words += len(tokens)
         word_chars += sum(map(len, tokens))
         vocabulary.update(map(str.lower, counts))
