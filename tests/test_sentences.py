@@ -22,6 +22,9 @@ def sentences(text: str) -> list[str]:
         ("Really?.. Yes!!! No?!? Fine", ["Really?..", "Yes!!!", "No?!?", "Fine"]),
         ("Wait… Then go. Or…! Hm.… Ok", ["Wait…", "Then go.", "Or…!", "Hm.…", "Ok"]),
         ("See etc.. Next one", ["See etc..", "Next one"]),
+        ("A list (etc.) Then more", ["A list (etc.) Then more"]),
+        ("We met Dr.\n\nNext part", ["We met Dr.", "Next part"]),  # a blank line ends even an abbreviation
+        ("It ends with etc.  ", ["It ends with etc."]),
         ("Pi is 3.14 today. Beam v2.77.0 works.", ["Pi is 3.14 today.", "Beam v2.77.0 works."]),
         ("See https://example.com/a.html?x=1 now. Done.", ["See https://example.com/a.html?x=1 now.", "Done."]),
         ("Dr. Smith met Mr. Jones, e.g. at noon. Then left.", ["Dr. Smith met Mr. Jones, e.g. at noon.", "Then left."]),

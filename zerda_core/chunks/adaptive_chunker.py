@@ -16,7 +16,7 @@ from collections import Counter
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
-from zerda_core.chunks.sentences import sentence_spans
+from zerda_core.chunks.sentences import SentenceEnds
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ class AdaptiveChunker(BaseChunker):
         target = self.target_size(density)
         overlap = min(self.overlap, target // 2)
         language = detect_language(text) if self.language == "auto" else self.language
-        spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(sentence_spans(text))
+        spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(SentenceEnds(text))
         return [
             DocumentChunk(
                 text=text[start:end],
@@ -204,17 +204,19 @@ class _Cutter:
         self.overlap = overlap
         self.min_chunk_size = min_chunk_size
 
-    def cut(self, sentences: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    def cut(self, ends: SentenceEnds) -> list[tuple[int, int]]:
         chunks: list[tuple[int, int]] = []
         start: int | None = None  # the open chunk's start; it may lie inside the previous chunk
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
-        for s, e in sentences:
+        s = ends.start_after(0)  # the current sentence's start
+        while s < len(self.text):
+            e = ends.first_after(s)
             while True:
                 if start is None or (not fresh and start + self.target <= s):
                     start, end, fresh = s, s, False
-                if e - start <= self.target:
-                    end, fresh = e, True
+                if e - start <= self.target:  # this sentence fits, and maybe more after it
+                    end, fresh = ends.last_within(start + self.target), True
                     break
                 if fresh:
                     chunks.append((start, end))
@@ -223,6 +225,7 @@ class _Cutter:
                 piece_end, s = self._cut_sentence(s, start + self.target)
                 chunks.append((start, piece_end))
                 start, end = self._next_start(start, piece_end, e), piece_end
+            s = ends.start_after(end)
         if fresh and start is not None:
             chunks.append((start, end))
         return self._merge_short_tail(chunks)

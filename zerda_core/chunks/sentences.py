@@ -13,11 +13,14 @@ a known abbreviation, an initial or a dotted acronym, or before a lowercase word
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
-_CLOSERS = "\"'”’»)\\]}"
+_CLOSERS = "\"'”’»)]}"
+_CLOSER_RUN = f"[{re.escape(_CLOSERS)}]*"
 _MARKS = ".!?…"
-_LATIN_END = rf"[{_MARKS}]*[{_CLOSERS}]*(?=\s|\Z)(?!\s*[a-z])"  # not before "five" in "approx. five"
-_ARABIC_END = rf"[.!?؟۔…]*[{_CLOSERS}]*"  # ends even when glued to the next word
+_DOT_OR_CLOSER = "." + _CLOSERS
+_LATIN_END = rf"[{_MARKS}]*{_CLOSER_RUN}(?=\s|\Z)(?!\s*[a-z])"  # not before "five" in "approx. five"
+_ARABIC_END = rf"[.!?؟۔…]*{_CLOSER_RUN}"  # ends even when glued to the next word
 # One pattern per leading mark, not one character set: the regex engine scans for a literal first
 # character several times faster. A run such as "?!" is found from each of its marks, with one end.
 _DOT_END = re.compile(r"\." + _LATIN_END)
@@ -25,6 +28,8 @@ _ASCII_ENDS = [re.compile(re.escape(mark) + _LATIN_END) for mark in "!?"]
 _NON_ASCII_ENDS = [re.compile("…" + _LATIN_END), *(re.compile(mark + _ARABIC_END) for mark in "؟۔")]
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
+_SPACE_BEFORE_LF = re.compile(r"\n(?<=[^\S\n]\n)")
+_BLANK_LINE_AFTER = re.compile(r"[^\S\r\n]*" + _BLANK_LINE.pattern)
 _NON_SPACE = re.compile(r"\S")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _OPENERS = "\"'“‘«([{"
@@ -41,32 +46,84 @@ ABBREVIATIONS = frozenset(
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Split ``text`` into sentence spans; every non-whitespace character lies in one span."""
-    cuts = [
-        m.end()
-        for m in _DOT_END.finditer(text)
-        # after a word of 7+ letters (most ends) no abbreviation is possible: skip the slower check
-        if (m.start() >= 7 and text[m.start() - 7 : m.start()].isalpha()) or not _after_abbreviation(text, m.start())
-    ]
-    for pattern in _ASCII_ENDS if text.isascii() else _ASCII_ENDS + _NON_ASCII_ENDS:
-        cuts.extend([m.end() for m in pattern.finditer(text)])
-    blank_line = _BLANK_LINE if "\r" in text else _BLANK_LF_LINE
-    cuts.extend([m.start() for m in blank_line.finditer(text)])
-    cuts.sort()
-    cuts.append(len(text))
+    ends = SentenceEnds(text)
     spans: list[tuple[int, int]] = []
-    start = 0
-    search_visible = _NON_SPACE.search
-    for cut in cuts:
-        if cut <= start:
-            continue
-        first = search_visible(text, start, cut)  # spans hold no leading or trailing whitespace
-        if first is not None:
-            end = cut
-            while text[end - 1].isspace():
-                end -= 1
-            spans.append((first.start(), end))
-        start = cut
+    start = ends.start_after(0)
+    while start < len(text):
+        end = ends.first_after(start)
+        spans.append((start, end))
+        start = ends.start_after(end)
     return spans
+
+
+class SentenceEnds:
+    """The sentence ends of one text, as offsets just past each sentence's last visible character.
+
+    The regex scan finds every possible end up front; whether a lone dot after a
+    word closes an abbreviation is checked only for the ends a caller asks about.
+    A chunker asks about the few ends near its chunk borders, so most dots never
+    pay for that check.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        ends = [m.end() for m in _DOT_END.finditer(text)]
+        for pattern in _ASCII_ENDS if text.isascii() else _ASCII_ENDS + _NON_ASCII_ENDS:
+            ends.extend([m.end() for m in pattern.finditer(text)])
+        if "\r" in text:
+            ends.extend([_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)])
+        else:
+            blank_lines = [m.start() for m in _BLANK_LF_LINE.finditer(text)]
+            if _SPACE_BEFORE_LF.search(text):
+                blank_lines = [_visible_end(text, end) for end in blank_lines]
+            ends.extend(blank_lines)
+        self.last = _visible_end(text, len(text))
+        ends.append(self.last)
+        ends.sort()
+        self.ends = ends
+
+    def first_after(self, position: int) -> int:
+        """The first end after ``position``; ``position`` must lie before the text's last visible character."""
+        ends = self.ends
+        i = bisect_right(ends, position)
+        while not self.is_end(ends[i]):
+            i += 1
+        return ends[i]
+
+    def last_within(self, limit: int) -> int:
+        """The last end at or before ``limit``; there must be one after the text's first visible character."""
+        ends = self.ends
+        i = bisect_right(ends, limit) - 1
+        while not self.is_end(ends[i]):
+            i -= 1
+        return ends[i]
+
+    def start_after(self, end: int) -> int:
+        """Where the next sentence starts: the first visible character at or after ``end``, else the text's length."""
+        found = _NON_SPACE.search(self.text, end)
+        return found.start() if found is not None else len(self.text)
+
+    def is_end(self, end: int) -> bool:
+        """Whether a possible end is one: not the dot of an abbreviation, unless a blank line follows."""
+        text = self.text
+        mark = end - 1
+        if text[mark] not in _DOT_OR_CLOSER:  # most ends: no dot to doubt
+            return True
+        while mark > 0 and text[mark] in _CLOSERS:
+            mark -= 1
+        return (
+            text[mark] != "."
+            or not _after_abbreviation(text, mark)
+            or end == self.last
+            or _BLANK_LINE_AFTER.match(text, end) is not None
+        )
+
+
+def _visible_end(text: str, end: int) -> int:
+    """``end`` moved back over whitespace."""
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
+    return end
 
 
 def _after_abbreviation(text: str, start: int) -> bool:
@@ -75,4 +132,4 @@ def _after_abbreviation(text: str, start: int) -> bool:
         return False
     words = text[max(0, start - 12) : start].rsplit(None, 1)
     token = words[-1].lstrip(_OPENERS) if words else ""
-    return token.lower() in ABBREVIATIONS or len(token) == 1 or _ACRONYM.fullmatch(token) is not None
+    return len(token) == 1 or token.lower() in ABBREVIATIONS or ("." in token and _ACRONYM.fullmatch(token) is not None)
