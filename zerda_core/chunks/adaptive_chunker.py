@@ -70,7 +70,7 @@ def _estimate_density(text: str) -> float:
         if not window.isascii() and _ARABIC_LETTER.search(window):
             arabic_hits += len(_ARABIC_LONG_WORD.findall(window))
         words += len(tokens)
-        word_chars += sum(map(len, tokens))
+        word_chars += len("".join(tokens))
         vocabulary.update(map(str.lower, counts))
     if words == 0:
         vocab_ratio = length_score = 0.0
@@ -166,18 +166,13 @@ class AdaptiveChunker(BaseChunker):
         overlap = min(self.overlap, target // 2)
         language = detect_language(text) if self.language == "auto" else self.language
         spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(SentenceEnds(text))
+        adaptive = ChunkType.ADAPTIVE
+        # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk.
         return [
             DocumentChunk(
-                text=text[start:end],
-                metadata=ChunkMetadata(
-                    doc_id=doc_id,
-                    source=source,
-                    chunk_index=index,
-                    chunk_type=ChunkType.ADAPTIVE,
-                    language=language,
-                    start_char=start,
-                    end_char=end,
-                    extra={"density": density, "target_size": target},
+                text[start:end],
+                ChunkMetadata(
+                    doc_id, source, index, adaptive, language, start, end, {"density": density, "target_size": target}
                 ),
             )
             for index, (start, end) in enumerate(spans)

@@ -130,6 +130,8 @@ def _after_abbreviation(text: str, start: int) -> bool:
     """Whether the dot at ``start`` is the single dot of an abbreviation, an initial or an acronym."""
     if text[start + 1 : start + 2] in _MARKS or not text[start - 1 : start].isalpha():
         return False
+    if start >= 7 and text[start - 7 : start].isalpha():  # no abbreviation is 7 letters long: skip the rest
+        return False
     words = text[max(0, start - 12) : start].rsplit(None, 1)
     token = words[-1].lstrip(_OPENERS) if words else ""
     return len(token) == 1 or token.lower() in ABBREVIATIONS or ("." in token and _ACRONYM.fullmatch(token) is not None)
