@@ -9,7 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.common import DATA
-from zerda_core.chunks.adaptive_chunker import _ARABIC_LONG_WORD, _estimate_density
+from zerda_core.chunks.adaptive_chunker import (
+    _ARABIC_LONG_WORD,
+    CODE_PUNCTUATION,
+    TECHNICAL_WORDS,
+    _estimate_density,
+)
 from zerda_core.chunks.language import detect_language
 
 
@@ -83,3 +88,62 @@ def test_huge_document_is_scored_in_windows_like_a_small_one() -> None:
 )
 def test_language_by_script_share(text: str, language: str) -> None:
     assert detect_language(text) == language
+
+
+def reference_density(text: str) -> float:
+    """The formula exactly as _estimate_density's docstring states it, written plainly and slowly."""
+    if not text:
+        return 0.0
+    words = text.split()
+    technical = sum(word in TECHNICAL_WORDS for word in words)
+    technical += sum(text.count(mark) for mark in CODE_PUNCTUATION)
+    technical += len(re.findall(r"(?<=[0-9])\.(?=[0-9])", text)) + len(re.findall(r"O\([^()\n]{1,20}\)", text))
+    arabic = len(re.findall("[\u0620-\u064a]{7,}", re.sub("[\u064b-\u0652]", "", text)))
+    vocabulary = len({word.lower() for word in words}) / len(words) if words else 0.0
+    mean_length = sum(len(word) for word in words) / len(words) if words else 3.0
+    density = (
+        min(technical / (len(text) / 100), 1.0) * 0.4
+        + vocabulary * 0.3
+        + min(max((mean_length - 3) / 5, 0.0), 1.0) * 0.2
+        + min(arabic / (len(text) / 200), 1.0) * 0.1
+    )
+    return min(max(density, 0.0), 1.0)
+
+
+DENSITY_PIECES = [
+    "def ",
+    "SELECT ",
+    "select ",
+    "None ",
+    "API ",
+    "O(n log n) ",
+    "3.14 ",
+    "1.2.3 ",
+    "{[(<=>)]} ",
+    "x=1 ",
+    "Word ",
+    "word ",
+    "WORD ",
+    "extraordinarily ",
+    "a ",
+    "\n",
+    "\t",
+    "\u00a0",
+    "\u3000",
+    "\ud800",
+    "😀",
+    "المستشفيات ",
+    "الْمُسْتَشْفَيَاتُ ",
+    "كتب ",
+    "ـ",
+    "١٢٣ ",
+    "é",
+    "(",
+    "O(",
+    ")",
+]
+
+
+@given(st.one_of(st.lists(st.sampled_from(DENSITY_PIECES), max_size=80).map("".join), st.text(max_size=400)))
+def test_density_follows_the_documented_formula(text: str) -> None:
+    assert _estimate_density(text) == pytest.approx(reference_density(text), abs=1e-12)

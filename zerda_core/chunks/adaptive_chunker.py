@@ -31,6 +31,7 @@ TECHNICAL_WORDS = frozenset(
     """.split()
 )
 CODE_PUNCTUATION = "{}<>[]()="
+_CODE_PUNCTUATION_BYTES = CODE_PUNCTUATION.encode("ascii")
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 _ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
@@ -65,7 +66,10 @@ def _estimate_density(text: str) -> float:
         tokens = window.split()
         counts = Counter(tokens)
         tech_hits += sum(counts[word] for word in TECHNICAL_WORDS.intersection(counts))
-        tech_hits += sum(map(window.count, CODE_PUNCTUATION))
+        # every code punctuation mark is one ASCII byte, and UTF-8 never puts an ASCII byte inside another
+        # character: deleting them from the bytes and comparing lengths counts them in one fast pass
+        data = window.encode("utf-8", "surrogatepass")
+        tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
         if not window.isascii() and _ARABIC_LETTER.search(window):
             arabic_hits += len(_ARABIC_LONG_WORD.findall(window))
