@@ -7,6 +7,9 @@ Why this shape:
   starting tool rotated), so machine noise lands on all of them alike; medians, not means.
 - Throughput is MB/s of UTF-8 input (1 MB = 10^6 bytes) through ``chunk``/``split_text`` on
   whole documents, one document at a time, as the pipeline calls it.
+- Same budget: on every document each peer is asked for the target size and overlap zerda picks
+  for that document, worked out once when the corpus is loaded (untimed); zerda works them out
+  inside its own timed call. ``--peer-size N`` gives the peers a fixed size instead.
 - Memory: peak RSS growth while chunking one document at 1x and 4x size, each in a fresh process
   (memprobe.py); a 4x/1x ratio near 4 means memory is linear in the document.
 
@@ -34,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `zerda_c
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus, synthetic
-from benchmarks.tools import Sizes, Tool, build_tools, by_key
+from benchmarks.tools import Budget, Sizes, Tool, build_tools, by_key, peer_budget
 
 RESULTS = Path(__file__).resolve().parent / "results" / "chunker.md"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +55,13 @@ TARGETS = {"chonkie": 1.5, "semchunk": 1.0}
 
 @dataclass
 class Corpus:
-    """A list of documents to chunk, with how it was obtained."""
+    """A list of documents to chunk, with how it was obtained and each document's (size, overlap) for the peers."""
 
     name: str
     docs: list[str]
     origin: str
     real: bool
+    budgets: list[Budget]
 
     @functools.cached_property
     def n_bytes(self) -> int:
@@ -129,54 +133,67 @@ def cap(docs: list[str], max_bytes: int, seed: int) -> list[str]:
     return [docs[i] for i in sorted(picked)]
 
 
-def load_corpora(args: argparse.Namespace) -> list[Corpus]:
-    """The real corpora that could be prepared, then the synthetic one."""
+def load_corpora(args: argparse.Namespace, budget: Callable[[str], Budget]) -> list[Corpus]:
+    """The real corpora that could be prepared, then the synthetic one; the peers' budgets are worked out here."""
     ensure_real_corpora(not args.no_setup)
     corpora: list[Corpus] = []
     for real in corpus.REAL_CORPORA:
         docs = corpus.load(real.name)
         if docs:
             sample = cap(docs, int(args.max_mb * 1e6), args.seed)
-            corpora.append(Corpus(real.name, sample, f"Debian package {real.package}", real=True))
+            origin = f"Debian package {real.package}"
+            corpora.append(Corpus(real.name, sample, origin, real=True, budgets=list(map(budget, sample))))
         else:
             print(f"bench: real corpus {real.name} unavailable (Debian package {real.package})", file=sys.stderr)
     docs = synthetic.generate(int(args.synthetic_mb * 1e6), seed=args.seed)
-    corpora.append(Corpus("synthetic-mix", docs, f"benchmarks/synthetic.py, seed {args.seed}", False))
+    origin = f"benchmarks/synthetic.py, seed {args.seed}"
+    corpora.append(Corpus("synthetic-mix", docs, origin, real=False, budgets=list(map(budget, docs))))
     return corpora
 
 
 # ---------------------------------------------------------------- timing
 
 
-def time_once(tool: Tool, docs: Sequence[str]) -> float:
+def time_once(tool: Tool, data: Corpus) -> float:
     """Seconds to chunk every document once; a collection first so no tool pays for another's garbage."""
     gc.collect()
     start = time.perf_counter()
-    for doc in docs:
-        tool.run(doc)
+    for doc, (size, overlap) in zip(data.docs, data.budgets, strict=True):
+        tool.run(doc, size, overlap)
     return time.perf_counter() - start
 
 
-def describe_output(tool: Tool, docs: Sequence[str], result: Measured) -> float:
-    """Untimed warm-up pass that also records chunk counts, mean size and zerda's per-document target."""
+def describe_output(tool: Tool, data: Corpus, result: Measured, same_as_zerda: bool) -> float:
+    """Untimed warm-up on the timed (document, size, overlap) triples, so every peer's chunkers exist before timing.
+
+    Records chunk counts, mean size and zerda's per-document target, which must be the peers' size when
+    ``same_as_zerda`` (so the peers' budget cannot drift from what zerda does).
+    """
     start = time.perf_counter()
     sizes: list[int] = []
-    for doc in docs:
-        chunks = tool.run(doc)
+    for doc, (size, overlap) in zip(data.docs, data.budgets, strict=True):
+        chunks = tool.run(doc, size, overlap)
         sizes.extend(len(t) for t in tool.texts(chunks))
         if tool.key == "zerda" and chunks:
             target = chunks[0].metadata.extra.get("target_size")
             if target is not None:
                 result.zerda_targets.append(int(target))
+                if same_as_zerda and target != size:
+                    raise RuntimeError(
+                        f"zerda chose target {target} on a {data.name} document, the peers were given {size}:"
+                        " benchmarks.tools.peer_budget no longer follows AdaptiveChunker.chunk"
+                    )
     result.chunks = len(sizes)
     result.mean_chars = statistics.fmean(sizes) if sizes else 0.0
     return time.perf_counter() - start
 
 
-def bench_corpus(data: Corpus, tools: list[Tool], reps: int, budget_s: float) -> dict[str, Measured]:
+def bench_corpus(
+    data: Corpus, tools: list[Tool], reps: int, budget_s: float, same_as_zerda: bool
+) -> dict[str, Measured]:
     """Warm up every tool, then run ``reps`` interleaved repetitions (fewer if over the time budget)."""
     results = {t.key: Measured(t) for t in tools}
-    per_rep = sum(describe_output(t, data.docs, results[t.key]) for t in tools)
+    per_rep = sum(describe_output(t, data, results[t.key], same_as_zerda) for t in tools)
     affordable = max(min(3, reps), int(budget_s / max(per_rep, 1e-9)))
     if affordable < reps:
         print(f"bench: {data.name}: {reps} repetitions would take ~{reps * per_rep:.0f}s; running {affordable}")
@@ -184,7 +201,7 @@ def bench_corpus(data: Corpus, tools: list[Tool], reps: int, budget_s: float) ->
     for rep in range(reps):
         shift = rep % len(tools)
         for tool in tools[shift:] + tools[:shift]:
-            results[tool.key].seconds.append(time_once(tool, data.docs))
+            results[tool.key].seconds.append(time_once(tool, data))
         print(f"bench: {data.name}: repetition {rep + 1}/{reps} done", flush=True)
     return results
 
@@ -204,13 +221,17 @@ def memory_doc(corpora: list[Corpus], n_bytes: int) -> str:
     return "\n\n".join(parts)
 
 
-def run_probe(key: str, text: str, sizes: Sizes) -> dict[str, float] | None:
-    """Run memprobe.py in a fresh interpreter on ``text``; None (with a message) if it fails."""
+def run_probe(key: str, text: str, sizes: Sizes, budget: Budget) -> dict[str, float] | None:
+    """Run memprobe.py in a fresh interpreter on ``text``; None (with a message) if it fails.
+
+    The peers' budget is worked out here, so the probe's heap holds nothing left over from doing it.
+    """
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as handle:
         handle.write(text)
     try:
         sizes_json = json.dumps(dataclasses.asdict(sizes))
         cmd = [sys.executable, "-m", "benchmarks.memprobe", key, handle.name, "--sizes", sizes_json]
+        cmd += ["--budget", *map(str, budget)]
         done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     finally:
         os.unlink(handle.name)
@@ -224,9 +245,11 @@ def bench_memory(tools: list[Tool], corpora: list[Corpus], mb: float, sizes: Siz
     """Peak RSS growth per tool for one document at 1x and the same text repeated 4x."""
     one = memory_doc(corpora, int(mb * 1e6))
     four = "\n\n".join([one] * 4)
+    budget = peer_budget(sizes)
+    one_budget, four_budget = budget(one), budget(four)
     rows: list[MemoryRow] = []
     for tool in tools:
-        small, large = run_probe(tool.key, one, sizes), run_probe(tool.key, four, sizes)
+        small, large = run_probe(tool.key, one, sizes, one_budget), run_probe(tool.key, four, sizes, four_budget)
         if small and large:
             rows.append(MemoryRow(tool.name, corpora[0].name, len(one.encode()) / 1e6, small, large))
             growth = f"{small['growth_kb'] / 1024:.1f} MiB at 1x, {large['growth_kb'] / 1024:.1f} MiB at 4x"
@@ -241,8 +264,8 @@ def profile_zerda(tool: Tool, data: Corpus, top: int = 25) -> str:
     """cProfile of zerda over one corpus: the functions where its time goes, by own time."""
     profiler = cProfile.Profile()
     profiler.enable()
-    for doc in data.docs:
-        tool.run(doc)
+    for doc, (size, overlap) in zip(data.docs, data.budgets, strict=True):
+        tool.run(doc, size, overlap)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
@@ -351,6 +374,20 @@ def machine_line() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} ({platform.python_implementation()})"
 
 
+def peer_line(sizes: Sizes) -> str:
+    """How the peers' chunk size and overlap were set, beside how zerda sets its own."""
+    zerda = (
+        f"zerda picks its own target per document between {sizes.min_size} and {sizes.max_size} characters"
+        f" (median per corpus below) and overlap min({sizes.overlap}, target // 2)"
+    )
+    if sizes.peer_size is not None:
+        return f"Peers get a fixed chunk size of {sizes.peer_size} characters with overlap {sizes.overlap}; {zerda}."
+    return (
+        f"Same budget: {zerda}, and every peer is given that same target and overlap on each document,"
+        " worked out before timing (zerda's timed call includes working them out)."
+    )
+
+
 def report(
     runs: list[tuple[Corpus, dict[str, Measured]]],
     memory: list[MemoryRow],
@@ -371,8 +408,7 @@ def report(
         "Tools (every one counts characters, no tokenizer):",
         *[f"- {t.name} {t.version}: {t.settings}" for t in tools],
         "",
-        f"Peers get a fixed chunk size of {sizes.peer_size} characters with overlap {sizes.overlap}; zerda picks its"
-        f" own target per document between {sizes.min_size} and {sizes.max_size} (median per corpus below).",
+        peer_line(sizes),
         "MB/s is UTF-8 input bytes (10^6) per second through one `chunk`/`split_text` call per document;"
         " runs are interleaved round-robin per repetition and medians are reported."
         " `zerda / peer` above 1 means zerda is faster.",
@@ -387,9 +423,11 @@ def report(
     if targets:
         parts += ["Targets on the real corpora:", *targets, ""]
     if memory:
+        size_1x, size_4x = (f"{m['size']:.0f} / {m['overlap']:.0f}" for m in (memory[0].small, memory[0].large))
         parts += [
             f"Memory: growth of peak RSS while chunking one document (whole {memory[0].source} documents joined; the 4x"
             " document is the 1x text repeated 4 times), each in a fresh process, output kept alive."
+            f" Peers' chunk size / overlap: {size_1x} at 1x, {size_4x} at 4x."
             " A 4x / 1x ratio near 4 means memory linear in the document; below 4, a fixed part (working buffers)"
             " plus a linear part (the chunks returned); above 4, worse than linear.",
             "",
@@ -411,7 +449,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--synthetic-mb", type=float, default=6.0, help="size of the synthetic corpus in MB")
     parser.add_argument("--budget-s", type=float, default=60.0, help="time budget per corpus; fewer reps if over")
     parser.add_argument("--memory-mb", type=float, default=2.0, help="size of the 1x document for the memory check")
-    parser.add_argument("--peer-size", type=int, default=512, help="chunk size in characters for the peers")
+    parser.add_argument(
+        "--peer-size", type=int, help="fixed chunk size in characters for the peers (default: zerda's, per document)"
+    )
     parser.add_argument("--overlap", type=int, default=128, help="overlap in characters, for every tool")
     parser.add_argument("--seed", type=int, default=20240601, help="seed for corpus sampling and the synthetic corpus")
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_corpus.sh (apt-get) if needed")
@@ -433,12 +473,17 @@ def main(argv: list[str] | None = None) -> int:
     if not tools:
         print("bench: no chunker could be imported", file=sys.stderr)
         return 1
-    corpora = load_corpora(args)
+    try:
+        budget = peer_budget(sizes)
+    except ImportError as exc:
+        print(f"bench: the peers take zerda's target, but {exc}; give --peer-size N to run without it", file=sys.stderr)
+        return 1
+    corpora = load_corpora(args, budget)
     runs: list[tuple[Corpus, dict[str, Measured]]] = []
     reps: dict[str, int] = {}
     for data in corpora:
         print(f"bench: {data.name}: {len(data.docs)} documents, {data.n_bytes / 1e6:.1f} MB", flush=True)
-        results = bench_corpus(data, tools, args.reps, args.budget_s)
+        results = bench_corpus(data, tools, args.reps, args.budget_s, same_as_zerda=args.peer_size is None)
         reps[data.name] = len(next(iter(results.values())).seconds)
         runs.append((data, results))
     memory = [] if args.no_memory else bench_memory(tools, corpora, args.memory_mb, sizes)

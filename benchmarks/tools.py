@@ -1,8 +1,9 @@
 """The chunkers under test, each behind the same tiny interface so the timing loop treats them alike.
 
-Peers are configured with a fixed character budget (``--peer-size``, default 512, overlap 128),
-because none of them adapts its size per document; zerda picks its own target per document
-between ``min_size`` and ``max_size``, and the benchmark reports that target beside the speeds.
+None of the peers adapts its size per document, so by default each one is handed, per document,
+the target and overlap zerda picks for that document (``peer_budget``), worked out once before
+timing; zerda works out its own inside its timed call and ignores the budget it is handed.
+``--peer-size N`` instead gives every peer a fixed budget of N characters (overlap ``--overlap``).
 Every tool counts characters (no tokenizer), so no tool pays for tokenisation the others skip.
 A peer whose package is missing (``pip install -e .[bench]``) is skipped with a message.
 """
@@ -15,17 +16,59 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+Budget = tuple[int, int]  # (chunk size, overlap) in characters, what a peer is asked for on one document
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The size settings every tool is built from, so a memory probe subprocess can rebuild the same tool.
+
+    ``peer_size`` None means the peers get zerda's per-document target; a number fixes their size.
+    """
+
+    peer_size: int | None = None
+    overlap: int = 128
+    min_size: int = 100
+    max_size: int = 1500
+
 
 @dataclass(frozen=True)
 class Tool:
-    """A named chunker: ``run`` is what gets timed, ``texts`` turns its output into strings afterwards."""
+    """A named chunker: ``run(text, size, overlap)`` is what gets timed, ``texts`` turns its output into strings."""
 
     key: str
     name: str
     version: str
     settings: str
-    run: Callable[[str], Sequence[Any]]
+    run: Callable[[str, int, int], Sequence[Any]]
     texts: Callable[[Sequence[Any]], list[str]]
+
+
+def peer_budget(sizes: Sizes) -> Callable[[str], Budget]:
+    """What a peer is asked for on a document: zerda's own target and overlap for it, or the fixed ``peer_size``.
+
+    The per-document rule repeats the first lines of ``AdaptiveChunker.chunk``; bench_chunker.py checks it
+    against the target zerda records in its chunks, so a change there cannot go unnoticed.
+    """
+    if sizes.peer_size is not None:
+        fixed = (sizes.peer_size, sizes.overlap)
+        return lambda text: fixed
+    from zerda_core.chunks.adaptive_chunker import AdaptiveChunker, _estimate_density
+
+    chunker = AdaptiveChunker(overlap=sizes.overlap, min_size=sizes.min_size, max_size=sizes.max_size)
+
+    def budget(text: str) -> Budget:
+        target = chunker.target_size(round(_estimate_density(text), 4))
+        return target, min(chunker.overlap, target // 2)
+
+    return budget
+
+
+def _budget_settings(sizes: Sizes, size_name: str, overlap_name: str) -> str:
+    """A peer's size settings for the report, under that peer's own parameter names."""
+    if sizes.peer_size is not None:
+        return f"{size_name}={sizes.peer_size}, {overlap_name}={sizes.overlap}"
+    return f"{size_name}=zerda's target per document, {overlap_name}=min({sizes.overlap}, that target // 2)"
 
 
 def _version(dist: str) -> str:
@@ -36,92 +79,109 @@ def _version(dist: str) -> str:
         return "?"
 
 
-def zerda_tool(overlap: int, min_size: int, max_size: int) -> Tool:
+def zerda_tool(sizes: Sizes) -> Tool:
     """zerda's AdaptiveChunker with the sizes the issue names; raises ImportError when it is not there yet."""
     import zerda_core
     from zerda_core.chunks import AdaptiveChunker
 
-    chunker = AdaptiveChunker(overlap=overlap, min_size=min_size, max_size=max_size)
+    chunker = AdaptiveChunker(overlap=sizes.overlap, min_size=sizes.min_size, max_size=sizes.max_size)
 
-    def run(text: str) -> Sequence[Any]:
+    def run(text: str, size: int, overlap: int) -> Sequence[Any]:
+        # the peers' budget is ignored: working out its own target is part of what zerda is timed on
         return chunker.chunk(text, doc_id="bench", source="bench")
 
     return Tool(
         "zerda",
         "zerda AdaptiveChunker",
         getattr(zerda_core, "__version__", "?"),  # the tree under test, not whatever zerda pip installed
-        f"overlap={overlap}, min_size={min_size}, max_size={max_size}",
+        f"overlap={sizes.overlap}, min_size={sizes.min_size}, max_size={sizes.max_size}",
         run,
         lambda chunks: [c.text for c in chunks],
     )
 
 
-def chonkie_tool(size: int, overlap: int) -> Tool:
-    """chonkie's SentenceChunker on its built-in character tokenizer (no model download)."""
+def chonkie_tool(sizes: Sizes) -> Tool:
+    """chonkie's SentenceChunker on its built-in character tokenizer (no model download).
+
+    Its sizes are fixed at construction, so there is one chunker per (size, overlap), built on first
+    use: the untimed warm-up pass meets every budget first, so none is built while being timed.
+    """
     from chonkie import SentenceChunker
 
-    chunker = SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
+    chunkers: dict[Budget, SentenceChunker] = {}
+
+    def run(text: str, size: int, overlap: int) -> Sequence[Any]:
+        chunker = chunkers.get((size, overlap))
+        if chunker is None:
+            chunker = SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
+            chunkers[size, overlap] = chunker
+        return chunker.chunk(text)
+
     return Tool(
         "chonkie",
         "chonkie SentenceChunker",
         _version("chonkie"),
-        f"tokenizer='character', chunk_size={size}, chunk_overlap={overlap}",
-        chunker.chunk,
+        f"tokenizer='character', {_budget_settings(sizes, 'chunk_size', 'chunk_overlap')}",
+        run,
         lambda chunks: [c.text for c in chunks],
     )
 
 
-def semchunk_tool(size: int, overlap: int) -> Tool:
+def semchunk_tool(sizes: Sizes) -> Tool:
     """semchunk with ``len`` as token counter; memoize=False because caching len() only slows it down."""
     import semchunk
 
-    def run(text: str) -> Sequence[Any]:
+    def run(text: str, size: int, overlap: int) -> Sequence[Any]:
         return semchunk.chunk(text, size, len, memoize=False, overlap=overlap)
 
     return Tool(
         "semchunk",
         "semchunk",
         _version("semchunk"),
-        f"chunk_size={size}, token_counter=len, overlap={overlap}, memoize=False",
+        f"{_budget_settings(sizes, 'chunk_size', 'overlap')}, token_counter=len, memoize=False",
         run,
         list,
     )
 
 
-def langchain_tool(size: int, overlap: int) -> Tool:
-    """langchain's RecursiveCharacterTextSplitter with its default separators and len."""
+def langchain_tool(sizes: Sizes) -> Tool:
+    """langchain's RecursiveCharacterTextSplitter with its default separators and len.
+
+    One splitter per (size, overlap), built on first use, as for chonkie.
+    """
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap)
+    splitters: dict[Budget, RecursiveCharacterTextSplitter] = {}
+
+    def run(text: str, size: int, overlap: int) -> Sequence[Any]:
+        splitter = splitters.get((size, overlap))
+        if splitter is None:
+            splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap)
+            splitters[size, overlap] = splitter
+        return splitter.split_text(text)
+
     return Tool(
         "langchain",
         "langchain RecursiveCharacterTextSplitter",
         _version("langchain-text-splitters"),
-        f"chunk_size={size}, chunk_overlap={overlap}",
-        splitter.split_text,
+        _budget_settings(sizes, "chunk_size", "chunk_overlap"),
+        run,
         list,
     )
 
 
-@dataclass(frozen=True)
-class Sizes:
-    """The size settings every tool is built from, so a memory probe subprocess can rebuild the same tool."""
-
-    peer_size: int = 512
-    overlap: int = 128
-    min_size: int = 100
-    max_size: int = 1500
-
-
-KEYS = ("zerda", "chonkie", "semchunk", "langchain")
+FACTORIES: dict[str, Callable[[Sizes], Tool]] = {
+    "zerda": zerda_tool,
+    "chonkie": chonkie_tool,
+    "semchunk": semchunk_tool,
+    "langchain": langchain_tool,
+}
+KEYS = tuple(FACTORIES)
 
 
 def make_tool(key: str, sizes: Sizes) -> Tool:
     """Build one tool by key; raises ImportError when its package is missing."""
-    if key == "zerda":
-        return zerda_tool(sizes.overlap, sizes.min_size, sizes.max_size)
-    peers = {"chonkie": chonkie_tool, "semchunk": semchunk_tool, "langchain": langchain_tool}
-    return peers[key](sizes.peer_size, sizes.overlap)
+    return FACTORIES[key](sizes)
 
 
 def build_tools(sizes: Sizes) -> list[Tool]:
