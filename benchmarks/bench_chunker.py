@@ -3,8 +3,9 @@
 Why this shape:
 - Real text no one here wrote (Debian's Python manual and Arabic Debian handbook, see corpus.py)
   plus a seeded synthetic mix of English, Arabic, Python, SQL and Markdown (synthetic.py).
-- All tools run in the same process, interleaved round-robin within every repetition (with the
-  starting tool rotated), so machine noise lands on all of them alike; medians, not means.
+- All tools run in the same process and take turns on groups of documents of about 250 KB within
+  every repetition (the starting tool rotated), so a slow spell of a shared machine lands on all of
+  them alike; each repetition sums a tool's groups; medians over repetitions, not means.
 - Throughput is MB/s of UTF-8 input (1 MB = 10^6 bytes) through ``chunk``/``split_text`` on
   whole documents, one document at a time, as the pipeline calls it.
 - Same budget: on every document each peer is asked for the target size and overlap zerda picks
@@ -51,6 +52,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "chunker.md"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The issue's targets, checked on the real corpora: zerda's speed over each peer's.
 TARGETS = {"chonkie": 1.5, "semchunk": 1.0}
+# Tools take turns on groups of documents this size (bytes), so a slow spell of a shared machine lands on
+# every tool alike instead of on whichever tool was running a whole-corpus pass at the time.
+GROUP_BYTES = 250_000
 
 
 @dataclass
@@ -154,11 +158,24 @@ def load_corpora(args: argparse.Namespace, budget: Callable[[str], Budget]) -> l
 # ---------------------------------------------------------------- timing
 
 
-def time_once(tool: Tool, data: Corpus) -> float:
-    """Seconds to chunk every document once; a collection first so no tool pays for another's garbage."""
+def document_groups(data: Corpus, group_bytes: int = GROUP_BYTES) -> list[list[tuple[str, int, int]]]:
+    """Consecutive (document, size, overlap) runs of about ``group_bytes``: the unit the tools take turns on."""
+    groups: list[list[tuple[str, int, int]]] = [[]]
+    size = 0
+    for doc, (target, overlap) in zip(data.docs, data.budgets, strict=True):
+        if size >= group_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append((doc, target, overlap))
+        size += len(doc.encode("utf-8"))
+    return groups
+
+
+def time_group(tool: Tool, group: list[tuple[str, int, int]]) -> float:
+    """Seconds to chunk one group of documents; a collection first so no tool pays for another's garbage."""
     gc.collect()
     start = time.perf_counter()
-    for doc, (size, overlap) in zip(data.docs, data.budgets, strict=True):
+    for doc, size, overlap in group:
         tool.run(doc, size, overlap)
     return time.perf_counter() - start
 
@@ -198,10 +215,15 @@ def bench_corpus(
     if affordable < reps:
         print(f"bench: {data.name}: {reps} repetitions would take ~{reps * per_rep:.0f}s; running {affordable}")
         reps = affordable
+    groups = document_groups(data)
     for rep in range(reps):
-        shift = rep % len(tools)
-        for tool in tools[shift:] + tools[:shift]:
-            results[tool.key].seconds.append(time_once(tool, data))
+        seconds = dict.fromkeys(results, 0.0)
+        for index, group in enumerate(groups):
+            shift = (rep + index) % len(tools)
+            for tool in tools[shift:] + tools[:shift]:
+                seconds[tool.key] += time_group(tool, group)
+        for key, total in seconds.items():
+            results[key].seconds.append(total)
         print(f"bench: {data.name}: repetition {rep + 1}/{reps} done", flush=True)
     return results
 
@@ -410,7 +432,8 @@ def report(
         "",
         peer_line(sizes),
         "MB/s is UTF-8 input bytes (10^6) per second through one `chunk`/`split_text` call per document;"
-        " runs are interleaved round-robin per repetition and medians are reported."
+        f" within each repetition the tools take turns on groups of about {GROUP_BYTES // 1000} KB of documents,"
+        " and medians over repetitions are reported."
         " `zerda / peer` above 1 means zerda is faster.",
         "",
         "Corpora:",
