@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from itertools import compress
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
@@ -37,6 +38,7 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 _ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
 # 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
+_SEVEN_OR_MORE = (6).__lt__
 _WINDOW = 1 << 20
 _NEUTRAL_WORD_LENGTH = 3.0
 _LONG_WORD_SPAN = 5.0
@@ -72,7 +74,9 @@ def _estimate_density(text: str) -> float:
         tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
         if not window.isascii() and _ARABIC_LETTER.search(window):
-            arabic_hits += len(_ARABIC_LONG_WORD.findall(window))
+            # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
+            long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
+            arabic_hits += len(_ARABIC_LONG_WORD.findall(long_tokens))
         words += len(tokens)
         word_chars += len("".join(tokens))
         vocabulary.update(map(str.lower, counts))
