@@ -15,7 +15,7 @@ from zerda_core.chunks.adaptive_chunker import (
     TECHNICAL_WORDS,
     _estimate_density,
 )
-from zerda_core.chunks.language import detect_language
+from zerda_core.chunks.language import _LATIN_LETTERS, detect_language, latin_letters
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\n", "😀😀😀", "٣٤٥ ١٢", "\x00\x01"])
@@ -147,3 +147,12 @@ DENSITY_PIECES = [
 @given(st.one_of(st.lists(st.sampled_from(DENSITY_PIECES), max_size=80).map("".join), st.text(max_size=400)))
 def test_density_follows_the_documented_formula(text: str) -> None:
     assert _estimate_density(text) == pytest.approx(reference_density(text), abs=1e-12)
+
+
+LATIN_EDGES = ["a", "Z", "@", "[", "\u00bf", "\u00c0", "\u00d7", "\u00ff", "\u0100", "\u023f", "\u0240", "\u024f"]
+LATIN_EDGES += ["\u0250", "\u0620", "\u064a", "\ud800", "\U0001d518", " "]
+
+
+@given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(LATIN_EDGES), max_size=60).map("".join)))
+def test_latin_letters_counted_on_bytes_match_the_pattern(text: str) -> None:
+    assert latin_letters(text) == sum(map(len, _LATIN_LETTERS.findall(text)))
