@@ -35,7 +35,6 @@ CODE_PUNCTUATION = "{}<>[]()="
 _CODE_PUNCTUATION_BYTES = CODE_PUNCTUATION.encode("ascii")
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
-_ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
 # 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _SEVEN_OR_MORE = (6).__lt__
@@ -73,7 +72,7 @@ def _estimate_density(text: str) -> float:
         data = window.encode("utf-8", "surrogatepass")
         tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
-        if not window.isascii() and _ARABIC_LETTER.search(window):
+        if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
             # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
             long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
             arabic_hits += len(_ARABIC_LONG_WORD.findall(long_tokens))
