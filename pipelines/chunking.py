@@ -91,7 +91,7 @@ class _ChunkFn(beam.DoFn):
             chunks = self._chunker.chunk(record.text, doc_id=record.doc_id, source=record.source)
             if self._enricher is not None:
                 self._enricher.enrich(chunks)
-            rows = [self._row(record, chunk) for chunk in chunks]
+            rows = self._rows(record, chunks)
         except Exception as error:  # a bad document must not stop a 10 TB job
             yield self._reject(record, "chunker_error", f"{type(error).__name__}: {error}")
             return
@@ -113,7 +113,14 @@ class _ChunkFn(beam.DoFn):
             REJECTS, Reject(record.source, record.record, record.doc_id, reason, message, excerpt(record.text))
         )
 
-    def _row(self, record: SourceRecord, chunk: DocumentChunk) -> dict[str, Any]:
+    def _rows(self, record: SourceRecord, chunks: list[DocumentChunk]) -> list[dict[str, Any]]:
+        """One row per chunk; a document has one density, so its rows share one bucket, worked out once."""
+        if not chunks:
+            return []
+        bucket = density_bucket(chunks[0].metadata.extra["density"], self._bucket_width)
+        return [self._row(record, chunk, bucket) for chunk in chunks]
+
+    def _row(self, record: SourceRecord, chunk: DocumentChunk, bucket: int) -> dict[str, Any]:
         meta = chunk.metadata
         density = meta.extra["density"]
         keywords = meta.extra.get("keywords")
@@ -133,7 +140,7 @@ class _ChunkFn(beam.DoFn):
             "language": meta.language,
             "config_fingerprint": self._fingerprint,
             "keywords": None if keywords is None else [{"term": t, "score": s} for t, s in keywords],
-            PARTITION_COLUMN: density_bucket(density, self._bucket_width),
+            PARTITION_COLUMN: bucket,
         }
 
 
