@@ -117,7 +117,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     prepare_output(args.output)
     log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
     started = datetime.now(timezone.utc)
-    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    pipeline = beam.Pipeline(options=PipelineOptions(_worker_logging(beam_args, args.quiet, args.verbose)))
     build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds)
     pipeline.run().wait_until_finish()
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
@@ -135,6 +135,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _worker_logging(beam_args: list[str], quiet: bool, verbose: bool) -> list[str]:
+    """On the DirectRunner, worker processes (``multi_processing``) log zerda's lines at the launcher's level.
+
+    Beam's own worker logs are kept to errors unless ``--verbose``: otherwise every worker prints each
+    start-up step and two harmless warnings, which the launcher relays a second time. Remote runners
+    keep their own defaults, and a ``--default_sdk_harness_log_level`` given on the command line wins.
+    """
+    runner = next((a.split("=", 1)[1] for a in beam_args if a.startswith("--runner=")), "DirectRunner")
+    if runner not in ("DirectRunner", "direct") or any(
+        a.startswith("--default_sdk_harness_log_level") for a in beam_args
+    ):
+        return beam_args
+    beam_level = "DEBUG" if verbose else "ERROR"
+    ours = "ERROR" if quiet else "DEBUG" if verbose else "INFO"
+    overrides = json.dumps({"zerda": ours, "pipelines": ours})
+    return [
+        *beam_args,
+        f"--default_sdk_harness_log_level={beam_level}",
+        f"--sdk_harness_log_level_overrides={overrides}",
+    ]
 
 
 def _configure_logging(quiet: bool, verbose: bool) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -178,3 +180,16 @@ def test_quiet_and_verbose(
         assert text in err
     for text in not_in_log:
         assert text not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "progress_expected"), [(["--quiet"], False), (["--progress-seconds", "0.001"], True)]
+)
+def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expected: bool, tmp_path: Path) -> None:
+    """Beam's worker start-up chatter stays out of the terminal; zerda's progress lines from workers do not."""
+    command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
+    command += ["--output", str(tmp_path / "out"), *flags, *MULTI_PROCESS]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=True)
+    assert "Pipeline_options" not in done.stderr and "sdk harness" not in done.stderr
+    assert "semi_persistent_directory" not in done.stderr
+    assert ("zerda.progress" in done.stderr) is progress_expected
