@@ -85,9 +85,9 @@ def chunk_file(file: InputFile, settings: Settings, chunk_fn: _ChunkFn, tally: T
         for out in chunk_fn.process(item):
             if isinstance(out, TaggedOutput):
                 tally.rejects += out.tag == REJECTS
-            else:
-                produced += 1
-                rows.append(out)
+            else:  # one document's chunk rows
+                produced += len(out)
+                rows.extend(out)
         tally.documents += produced > 0
         tally.chunks += produced
     return rows

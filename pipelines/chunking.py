@@ -1,7 +1,9 @@
 """ChunkDocuments: density estimation and chunking per document, as a Beam ParDo.
 
-Input: ``SourceRecord`` elements. Main output: one row dict per chunk (the
-``CHUNK_SCHEMA`` columns plus ``density_bucket``); tagged output ``rejects``: a
+Input: ``SourceRecord`` elements. Main output: one list per chunked document, its
+chunk rows (dicts of the ``CHUNK_SCHEMA`` columns plus ``density_bucket``): a list,
+not a row per element, because Beam's cost per element would otherwise be paid
+per chunk (dozens a document); tagged output ``rejects``: a
 ``Reject`` for every record that yields no chunk; tagged output ``summaries``: one
 ``(doc_id, {bucket: [chunks, characters]})`` per chunked document, which the manifest
 counts. A failing document becomes a
@@ -105,7 +107,7 @@ class _ChunkFn(beam.DoFn):
         self._density.update(round(rows[0]["density"] * 10_000))
         self._progress.add(record.source, len(record.text), len(rows))
         yield TaggedOutput(SUMMARIES, summarise(rows))
-        yield from rows
+        yield rows
 
     def _reject(self, record: SourceRecord, reason: str, message: str) -> TaggedOutput:
         Metrics.counter(METRICS_NAMESPACE, f"rejects_{reason}").inc()
@@ -145,7 +147,7 @@ class _ChunkFn(beam.DoFn):
 
 
 class ChunkDocuments(beam.PTransform):
-    """SourceRecords → chunk rows (main output) and rejects (``REJECTS`` tag)."""
+    """SourceRecords → each document's chunk rows as one list (main output) and rejects (``REJECTS`` tag)."""
 
     def __init__(self, settings: Settings, progress_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
         super().__init__()

@@ -43,9 +43,14 @@ def assert_chunks_are_slices(table: pa.Table, texts: dict[tuple[str, int], str])
         assert row["text"] == document[row["start_char"] : row["end_char"]], row
 
 
-def summaries_of(rows: list[dict[str, Any]]) -> list[tuple[str, dict[int, list[int]]]]:
-    """The manifest's per-document summaries of chunk rows, as ``ChunkDocuments`` emits them."""
+def documents_of(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Chunk rows grouped by document, one list each, as ``ChunkDocuments`` emits them."""
     documents: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
         documents.setdefault((row.get("source"), row["doc_id"], row["record"]), []).append(row)
-    return [summarise(document) for document in documents.values()]
+    return list(documents.values())
+
+
+def summaries_of(rows: list[dict[str, Any]]) -> list[tuple[str, dict[int, list[int]]]]:
+    """The manifest's per-document summaries of chunk rows, as ``ChunkDocuments`` emits them."""
+    return [summarise(document) for document in documents_of(rows)]

@@ -34,12 +34,18 @@ def test_rows_rejects_and_metrics() -> None:
     pipeline = TestPipeline()
     out = pipeline | beam.Create(records) | ChunkDocuments(settings, progress_seconds=0)
     assert_that(
-        out.chunks | "Key" >> beam.Map(lambda r: (r["doc_id"], r["chunk_index"], r["text"], r[PARTITION_COLUMN])),
+        out.chunks | "DocIds" >> beam.Map(lambda rows: {r["doc_id"] for r in rows}),
+        equal_to([{"prose"}, {"code"}]),
+        label="CheckOneListPerDocument",
+    )
+    rows = out.chunks | "Rows" >> beam.FlatMap(lambda rows: rows)
+    assert_that(
+        rows | "Key" >> beam.Map(lambda r: (r["doc_id"], r["chunk_index"], r["text"], r[PARTITION_COLUMN])),
         equal_to(expected),
         label="CheckRows",
     )
     assert_that(
-        out.chunks | "Columns" >> beam.Map(lambda r: sorted(r)),
+        rows | "Columns" >> beam.Map(lambda r: sorted(r)),
         equal_to([sorted([*CHUNK_SCHEMA.names, PARTITION_COLUMN])] * len(expected)),
         label="CheckColumns",
     )

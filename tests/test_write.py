@@ -36,7 +36,7 @@ from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
 from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA, density_bucket, n_buckets
 from tests.common import REPO
-from tests.output_checks import summaries_of
+from tests.output_checks import documents_of, summaries_of
 
 
 def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None = None) -> dict:
@@ -86,7 +86,8 @@ def run_write(
     run_id = run_id or new_run_id()
     records = len({(r["source"], r["record"]) for r in rows}) + len(rejects)
     with beam.Pipeline(options=PipelineOptions(list(options))) as p:
-        chunks = p | "Chunks" >> beam.Create(rows)
+        # spread as the real pipeline does (it reshuffles files), so worker processes share the documents
+        chunks = p | "Chunks" >> beam.Create(documents_of(rows)) | "Spread" >> beam.Reshuffle()
         bad = p | "Rejects" >> beam.Create(rejects)
         reports = p | "Reports" >> beam.Create([FileReport("corpus/part.jsonl", 1234, records)])
         summaries = p | "Summaries" >> beam.Create(summaries_of(rows))
@@ -164,9 +165,10 @@ def test_schemas_store_no_partition_column_and_require_all_but_keywords() -> Non
 
 
 def test_staging_writes_a_file_per_max_rows_and_bucket(tmp_path: Path) -> None:
-    rows = [chunk_row(d, 0, 0.42) for d in range(5)] + [chunk_row(9, 0, 0.97)]
+    # document 0 has three chunks: its one list of rows is split across two files
+    rows = [chunk_row(0, i, 0.42) for i in range(3)] + [chunk_row(d, 0, 0.42) for d in (1, 2)] + [chunk_row(9, 0, 0.97)]
     with BeamTestPipeline() as p:
-        staged = p | beam.Create(rows) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=2)
+        staged = p | beam.Create(documents_of(rows)) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=2)
         assert_that(
             staged | beam.Map(lambda s: (s.directory, s.rows)),
             equal_to(
@@ -184,7 +186,7 @@ def test_rows_stream_out_in_row_groups_instead_of_waiting_for_the_bundle(
     monkeypatch.setattr(write_module, "_ROW_GROUP_ROWS", 3)
     rows = [chunk_row(d, 0, 0.42) for d in range(8)]
     with BeamTestPipeline() as p:
-        _ = p | beam.Create(rows) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=100)
+        _ = p | beam.Create(documents_of(rows)) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=100)
     (staged,) = (tmp_path / "_staging" / "run-1").rglob("part-*.parquet")
     metadata = pq.ParquetFile(staged).metadata
     assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [3, 3, 2]

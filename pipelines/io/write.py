@@ -55,6 +55,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from pipelines.manifest import finish_manifest
+from pipelines.records import Reject
 from pipelines.schema import (
     CHUNK_SCHEMA,
     CHUNK_SUFFIX,
@@ -140,7 +141,11 @@ def _rejects_directory(row: Mapping[str, Any]) -> str:
 
 
 class _StageParquet(beam.DoFn):
-    """Buffers a bundle's rows per directory and writes each buffer as a new Parquet file in staging."""
+    """Buffers a bundle's rows per directory and writes each buffer as a new Parquet file in staging.
+
+    Elements are lists of rows (a document's chunks, or one reject), so Beam's per-element cost is paid
+    per document, not per row.
+    """
 
     def __init__(
         self,
@@ -168,16 +173,17 @@ class _StageParquet(beam.DoFn):
     def start_bundle(self) -> None:
         self._open: dict[str, _OpenPart] = {}
 
-    def process(self, row: Mapping[str, Any]):
-        directory = self._directory_of(row)
-        part = self._open.get(directory)
-        if part is None:
-            part = self._open[directory] = _OpenPart(self._new_path(directory))
-        part.buffer.append(row)
-        if len(part.buffer) >= _ROW_GROUP_ROWS:
-            self._flush(directory, part)
-        if part.rows + len(part.buffer) >= self._max_rows:
-            yield self._close(directory)
+    def process(self, rows: list[Mapping[str, Any]]):
+        for row in rows:
+            directory = self._directory_of(row)
+            part = self._open.get(directory)
+            if part is None:
+                part = self._open[directory] = _OpenPart(self._new_path(directory))
+            part.buffer.append(row)
+            if len(part.buffer) >= _ROW_GROUP_ROWS:
+                self._flush(directory, part)
+            if part.rows + len(part.buffer) >= self._max_rows:
+                yield self._close(directory)
 
     def finish_bundle(self):
         for directory in list(self._open):
@@ -267,7 +273,8 @@ class _WriteParquet(beam.PTransform):
 
 
 class WriteChunks(_WriteParquet):
-    """Chunk row dicts (``CHUNK_SCHEMA`` names + ``density_bucket``) -> staged files, one folder per bucket."""
+    """Lists of chunk row dicts (``CHUNK_SCHEMA`` names + ``density_bucket``), as ``ChunkDocuments`` emits one per
+    document -> staged files, one folder per bucket."""
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return rows | "StageChunks" >> self._stage(CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX)
@@ -279,9 +286,14 @@ class WriteRejects(_WriteParquet):
     def expand(self, rejects: beam.PCollection) -> beam.PCollection:
         return (
             rejects
-            | "RejectRow" >> beam.Map(asdict)
+            | "RejectRow" >> beam.Map(_as_rows)
             | "StageRejects" >> self._stage(REJECT_SCHEMA, _rejects_directory, REJECT_SUFFIX)
         )
+
+
+def _as_rows(reject: Reject) -> list[dict[str, Any]]:
+    """A reject as the one-row list the staging step takes."""
+    return [asdict(reject)]
 
 
 def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
