@@ -54,6 +54,10 @@ CHUNK_SCHEMA = pa.schema(
     ]
 )
 
+# Columns whose values repeat from row to row: Parquet stores them dictionary-encoded. Chunk text and ids
+# are unique, so a dictionary there only costs time (about a tenth of the write) before Parquet gives up on it.
+REPEATED_COLUMNS = frozenset({"doc_id", "source", "chunk_type", "language", "config_fingerprint", "reason"})
+
 REJECT_SCHEMA = pa.schema(
     [
         _required("source", pa.string()),

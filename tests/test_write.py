@@ -304,3 +304,13 @@ def test_prepare_output(tmp_path: Path) -> None:
     (out / "_SUCCESS").touch()
     prepare_output(str(out))
     assert not (out / "_SUCCESS").exists()
+
+
+def test_only_repeated_columns_are_dictionary_encoded(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_write(str(out), corpus(3))
+    (first, *_) = sorted(out.glob("density_bucket=*/part-*.parquet"))
+    columns = pq.ParquetFile(first).metadata.row_group(0)
+    encodings = {columns.column(i).path_in_schema: columns.column(i).encodings for i in range(columns.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["doc_id"])
+    assert not any("DICTIONARY" in e for e in encodings["text"] + encodings["chunk_id"])

@@ -64,6 +64,7 @@ from pipelines.schema import (
     REJECT_SCHEMA,
     REJECT_SUFFIX,
     REJECTS_DIR,
+    REPEATED_COLUMNS,
     STAGING_DIR,
     SUCCESS_FILE,
 )
@@ -165,6 +166,7 @@ class _StageParquet(beam.DoFn):
         self._compression = compression
         self._max_rows = max_rows_per_file
         self._required = [field.name for field in schema if not field.nullable]
+        self._dictionary = [name for name in schema.names if name in REPEATED_COLUMNS]
 
     def setup(self) -> None:
         self._fs, self._root = _filesystem(self._output)
@@ -210,7 +212,9 @@ class _StageParquet(beam.DoFn):
             raise ValueError(f"rows without a value for required column(s) {missing} in {directory}")
         if part.writer is None:
             part.handle = self._fs.open(f"{self._root}/{part.relative}", "wb")
-            part.writer = pq.ParquetWriter(part.handle, self._schema, compression=self._compression)
+            part.writer = pq.ParquetWriter(
+                part.handle, self._schema, compression=self._compression, use_dictionary=self._dictionary
+            )
         part.writer.write_table(table, row_group_size=len(table))
         part.rows += table.num_rows
 
