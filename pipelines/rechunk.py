@@ -46,6 +46,7 @@ from pipelines.manifest import BuildManifest, check_accounting, redact_url
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
+from pipelines.terminal_table import write_stdout
 
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
@@ -124,7 +125,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
     if not args.quiet:
-        print(render_summary(manifest))
+        write_stdout(render_summary(manifest) + "\n")
     return manifest
 
 

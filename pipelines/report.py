@@ -41,7 +41,7 @@ from pipelines.schema import (
     n_buckets,
 )
 from pipelines.settings import OutputSettings
-from pipelines.terminal_table import bucket_label, format_cell, is_numeric, render_histogram, render_table
+from pipelines.terminal_table import bucket_label, format_cell, is_numeric, render_histogram, render_table, write_stdout
 
 EXIT_REFUSED = 2
 HISTOGRAM_WIDTH = 40
@@ -461,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutputError as err:
         print(f"zerda-report: {err}", file=sys.stderr)
         return EXIT_REFUSED
-    print(render_text(report), end="")
+    write_stdout(render_text(report))
     if args.html:
         with fsspec.open(args.html, "w", encoding="utf-8") as f:
             f.write(render_html(report))

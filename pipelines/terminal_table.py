@@ -8,6 +8,8 @@ Kept free of Beam and Arrow so both the entry point and ``pipelines.report`` can
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping, Sequence
 
 # A bar is drawn in eighths of a cell so small differences stay visible in a narrow terminal.
@@ -15,6 +17,19 @@ _FULL = "█"
 _PARTIAL = " ▏▎▍▌▋▊▉"
 _EIGHTHS = 8
 MISSING = "–"
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output; when the reader has gone (``| head``), drop the rest quietly.
+
+    Without this the pipe's early close ends the command in a BrokenPipeError traceback. Python
+    would fail again flushing stdout at exit, so the descriptor is pointed at /dev/null instead.
+    """
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def format_cell(value: object) -> str:

@@ -7,6 +7,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import uuid
 import zlib
 from collections import Counter
@@ -20,6 +21,7 @@ import pytest
 from pipelines.report import load_report, main, percentile, render_html, render_svg_histogram
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.terminal_table import bucket_label, render_histogram, render_table
+from tests.common import REPO
 
 # bucket -> documents, each (doc_id, language, chunk sizes)
 DOCUMENTS = {
@@ -339,3 +341,14 @@ def test_html_page_renders_in_headless_chromium(output: str, tmp_path: Path, cap
     colours = Counter(pixels)
     assert len(colours) > 50, "text, bars in several colours and tables, not a blank page"
     assert colours.most_common(1)[0][1] < 0.9 * len(pixels)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(output: str) -> None:
+    """``zerda-report OUTPUT | head``: the pipe closes before the report is written."""
+    command = [sys.executable, "-m", "pipelines.report", output]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first line
+    error = process.stderr.read()
+    assert process.wait(timeout=120) == 0
+    assert "Traceback" not in error and "BrokenPipe" not in error
