@@ -23,6 +23,8 @@ import pytest
 import zstandard
 
 from pipelines.rechunk import run
+from pipelines.report import load_report
+from pipelines.report import main as report_main
 from pipelines.schema import PARTITION_COLUMN
 from tests.common import DATA, MULTI_PROCESS, REPO
 
@@ -224,3 +226,20 @@ def test_s3_rerun_in_worker_processes_replaces_the_previous_dataset(
     ]
     assert read_manifest(s3_env, rerun) == manifest
     assert "_SUCCESS" in files
+
+
+def test_report_reads_an_s3_output_and_writes_its_page_there(
+    s3_env: S3Env, output: tuple[str, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, manifest = output
+    report = load_report(out)
+    counts = manifest["counts"]
+    assert report.stats().chunks == counts["chunks"]
+    assert report.stats().documents == counts["documents_chunked"]
+    assert {str(b): n for b, n in report.chunks_by_bucket().items()} == counts["chunks_by_bucket"]
+    assert dict(report.rejects) == {reason: n for reason, n in counts["rejects"].items() if n}
+    page = f"{out}-report.html"
+    assert report_main([out, "--html", page]) == 0
+    assert f"{counts['chunks']:,}" in capsys.readouterr().out
+    with s3_env.filesystem().open(page.removeprefix("s3://"), "rb") as f:
+        assert b"<svg" in f.read()
