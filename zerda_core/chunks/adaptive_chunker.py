@@ -192,7 +192,7 @@ _SPACES = (" ", "\t", "\n", "\r")
 
 
 class _Cutter:
-    """Packs sentence spans into chunk spans of at most ``target`` characters.
+    """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most ``target`` characters.
 
     A chunk after the first starts inside the last ``overlap`` characters of the one
     before, snapped forward to a word start (shrunk further when that lets the next
