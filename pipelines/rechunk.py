@@ -21,7 +21,7 @@ from typing import Any
 
 import apache_beam as beam
 import fsspec
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 
 from pipelines.chunking import REJECTS, ChunkDocuments
 from pipelines.io.read import (
@@ -118,7 +118,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     prepare_output(args.output)
     log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
     started = datetime.now(timezone.utc)
-    pipeline = beam.Pipeline(options=PipelineOptions(_worker_logging(beam_args, args.quiet, args.verbose)))
+    pipeline = beam.Pipeline(options=_worker_logging(PipelineOptions(beam_args), args.quiet, args.verbose))
     build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds)
     pipeline.run().wait_until_finish()
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
@@ -138,26 +138,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _worker_logging(beam_args: list[str], quiet: bool, verbose: bool) -> list[str]:
+def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> PipelineOptions:
     """On the DirectRunner, worker processes (``multi_processing``) log zerda's lines at the launcher's level.
 
     Beam's own worker logs are kept to errors unless ``--verbose``: otherwise every worker prints each
     start-up step and two harmless warnings, which the launcher relays a second time. Remote runners
-    keep their own defaults, and a ``--default_sdk_harness_log_level`` given on the command line wins.
+    keep their own defaults; a ``--default_sdk_harness_log_level`` given on the command line leaves the
+    workers as the user set them, and per-logger overrides given there win over zerda's. The options are
+    read through Beam's own parsing, so ``--runner X`` counts like ``--runner=X``.
     """
-    runner = next((a.split("=", 1)[1] for a in beam_args if a.startswith("--runner=")), "DirectRunner")
-    if runner not in ("DirectRunner", "direct") or any(
-        a.startswith("--default_sdk_harness_log_level") for a in beam_args
-    ):
-        return beam_args
-    beam_level = "DEBUG" if verbose else "ERROR"
+    workers = options.view_as(WorkerOptions)
+    runner = options.view_as(StandardOptions).runner
+    if runner not in (None, "DirectRunner", "direct") or workers.default_sdk_harness_log_level is not None:
+        return options
+    workers.default_sdk_harness_log_level = "DEBUG" if verbose else "ERROR"
     ours = "ERROR" if quiet else "DEBUG" if verbose else "INFO"
-    overrides = json.dumps({"zerda": ours, "pipelines": ours})
-    return [
-        *beam_args,
-        f"--default_sdk_harness_log_level={beam_level}",
-        f"--sdk_harness_log_level_overrides={overrides}",
-    ]
+    workers.sdk_harness_log_level_overrides = {
+        "zerda": ours,
+        "pipelines": ours,
+        **(workers.sdk_harness_log_level_overrides or {}),
+    }
+    return options
 
 
 def _configure_logging(quiet: bool, verbose: bool) -> None:

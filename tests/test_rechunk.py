@@ -9,9 +9,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
 from pipelines.io.read import sample_corpus_glob
-from pipelines.rechunk import main, run
+from pipelines.rechunk import _worker_logging, main, run
 from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts
@@ -193,3 +194,17 @@ def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expec
     assert "Pipeline_options" not in done.stderr and "sdk harness" not in done.stderr
     assert "semi_persistent_directory" not in done.stderr
     assert ("zerda.progress" in done.stderr) is progress_expected
+
+
+@pytest.mark.parametrize("runner", [["--runner", "PortableRunner"], ["--runner=PortableRunner"]])
+def test_worker_logging_leaves_other_runners_alone(runner: list[str]) -> None:
+    options = _worker_logging(PipelineOptions(runner), quiet=True, verbose=False)
+    assert options.view_as(WorkerOptions).default_sdk_harness_log_level is None
+
+
+def test_worker_logging_on_the_direct_runner_keeps_a_level_the_user_gave() -> None:
+    chosen = _worker_logging(PipelineOptions(["--default_sdk_harness_log_level=INFO"]), quiet=True, verbose=False)
+    assert chosen.view_as(WorkerOptions).default_sdk_harness_log_level == "INFO"
+    quiet = _worker_logging(PipelineOptions([]), quiet=True, verbose=False).view_as(WorkerOptions)
+    assert quiet.default_sdk_harness_log_level == "ERROR"
+    assert quiet.sdk_harness_log_level_overrides == {"zerda": "ERROR", "pipelines": "ERROR"}
