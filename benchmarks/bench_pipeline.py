@@ -714,7 +714,8 @@ METHOD = (
     " run, commit): what the targets use. *Inner* leaves start-up out: the plain loop's own timer, and the"
     " pipeline's `_manifest.json` `timings.seconds` (pipeline construction, run and commit)."
     " The plain loop (benchmarks/plain_loop.py) is the pipeline's own per-record code without Beam: `read_file`,"
-    " then `_ChunkFn.process` (the same AdaptiveChunker built the same way, the same row dicts); the ratios and"
+    " then `ChunkDocuments`' two DoFns (the same AdaptiveChunker built the same way, the same row dicts); the ratios"
+    " and"
     ' targets use it *without* a Parquet write (the issue\'s "reads the same files and calls the same chunker");'
     " the *+ Parquet write* row also writes the rows as zstd Parquet (one file per input file and density bucket),"
     " for scale. The pipeline runs `python -m pipelines.rechunk --input F... --output DIR --quiet"

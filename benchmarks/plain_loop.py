@@ -5,9 +5,9 @@ interpreter start, imports and page cache. It does exactly what one worker of th
 per record, with the pipeline's own code and no runner around it:
 
 - files expanded by ``pipelines.io.read.expand_inputs`` and read by ``read_file``;
-- every ``SourceRecord`` through ``pipelines.chunking._ChunkFn.process`` (``setup()`` builds the
-  chunker as the pipeline does, ``AdaptiveChunker(settings.chunk_config(), language=...)``), which
-  chunks and builds the same row dicts; its Beam Metrics calls are no-ops outside a pipeline;
+- every ``SourceRecord`` through the two DoFns of ``pipelines.chunking.ChunkDocuments``
+  (``ChunkText``'s, whose ``setup()`` builds the chunker as the pipeline does, then the one that
+  builds the same row dicts); their Beam Metrics calls are no-ops outside a pipeline;
 - with ``--parquet DIR`` also the rows written as zstd Parquet, one file per input file and
   density bucket (bounded memory), with the pipeline's Arrow schema; without it rows are kept
   per file and dropped.
@@ -24,7 +24,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
 
-from pipelines.chunking import REJECTS, _ChunkFn
+from pipelines.chunk_text import REJECTS, _ChunkTextFn
+from pipelines.chunking import _RowsFn
 from pipelines.io.read import InputFile, expand_inputs, read_file
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN
@@ -69,7 +70,9 @@ def write_buckets(rows: list[Mapping[str, Any]], out: Path, stem: str, compressi
     return len(by_bucket)
 
 
-def chunk_file(file: InputFile, settings: Settings, chunk_fn: _ChunkFn, tally: Tally) -> list[Mapping[str, Any]]:
+def chunk_file(
+    file: InputFile, settings: Settings, steps: tuple[_ChunkTextFn, _RowsFn], tally: Tally
+) -> list[Mapping[str, Any]]:
     """Read one file and chunk its records; the rows of the file (only kept when they will be written)."""
     rows: list[Mapping[str, Any]] = []
     for item in read_file(file, settings.input):
@@ -82,7 +85,7 @@ def chunk_file(file: InputFile, settings: Settings, chunk_fn: _ChunkFn, tally: T
             continue
         assert isinstance(item, SourceRecord)
         produced = 0
-        for out in chunk_fn.process(item):
+        for out in _chained(steps, item):
             if isinstance(out, TaggedOutput):
                 tally.rejects += out.tag == REJECTS
             else:  # one document's chunk rows
@@ -93,16 +96,30 @@ def chunk_file(file: InputFile, settings: Settings, chunk_fn: _ChunkFn, tally: T
     return rows
 
 
+def _chained(steps: tuple[_ChunkTextFn, _RowsFn], record: SourceRecord) -> Iterator[Any]:
+    """The two DoFns of ``ChunkDocuments`` one after the other, as the runner fuses them."""
+    chunk_text, rows = steps
+    for out in chunk_text.process(record):
+        if isinstance(out, TaggedOutput):
+            yield out
+        else:
+            yield from rows.process(out)
+
+
 def run(patterns: Iterable[str], config: str | None, parquet: Path | None) -> Tally:
     """The whole loop over every file, timed from the first file to the last write."""
     settings = load_settings(config)
     files = expand_inputs(list(patterns))
-    chunk_fn = _ChunkFn(settings.to_dict(), progress_seconds=0)
-    chunk_fn.setup()
+    steps = (
+        _ChunkTextFn(settings.chunking, per_document=True),
+        _RowsFn(settings.enrich, settings.output.bucket_width, settings.fingerprint, progress_seconds=0),
+    )
+    for step in steps:
+        step.setup()
     tally = Tally()
     start = time.perf_counter()
     for index, file in enumerate(files):
-        rows = chunk_file(file, settings, chunk_fn, tally)
+        rows = chunk_file(file, settings, steps, tally)
         if parquet is not None and rows:
             tally.parquet_files += write_buckets(rows, parquet, f"part-{index:05d}", settings.output.compression)
     tally.seconds = time.perf_counter() - start

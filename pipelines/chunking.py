@@ -1,13 +1,14 @@
-"""ChunkDocuments: density estimation and chunking per document, as a Beam ParDo.
+"""ChunkDocuments: the job's chunking step, built on :class:`~pipelines.chunk_text.ChunkText`.
 
-Input: ``SourceRecord`` elements. Main output: one list per chunked document, its
+Input: ``SourceRecord`` elements. ``ChunkText`` (one list of ``DocumentChunk``s a document)
+does the density estimation and chunking; this step adds keywords when enrichment is on and
+turns each document's chunks into its rows. Main output: one list per chunked document, its
 chunk rows (dicts of the ``CHUNK_SCHEMA`` columns plus ``density_bucket``): a list,
 not a row per element, because Beam's cost per element would otherwise be paid
 per chunk (dozens a document); tagged output ``rejects``: a
 ``Reject`` for every record that yields no chunk; tagged output ``summaries``: one
 ``(doc_id, {bucket: [chunks, characters]})`` per chunked document, which the manifest
-counts. A failing document becomes a
-``chunker_error`` reject, never a crashed job.
+counts. A failing document becomes a ``chunker_error`` reject, never a crashed job.
 
 Test only: :data:`FAULT_ENV` makes the DoFn fail once, to prove that a failed or retried
 bundle loses and doubles nothing (see :func:`fault_from_env`).
@@ -17,22 +18,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipelines.chunk_text import METRICS_NAMESPACE, REJECTS, ChunkText
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
-from pipelines.records import Reject, SourceRecord, excerpt
+from pipelines.records import Reject, excerpt
 from pipelines.schema import PARTITION_COLUMN, density_bucket
-from pipelines.settings import Settings
-from zerda_core.chunks import AdaptiveChunker, DocumentChunk
+from pipelines.settings import ChunkingSettings, EnrichSettings
+from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
 
-REJECTS = "rejects"
 SUMMARIES = "summaries"
-METRICS_NAMESPACE = "zerda"
 FAULT_ENV = "ZERDA_INJECT_FAULT"
 
 
@@ -67,76 +67,55 @@ def _fail_once(doc_id: str, marker: str) -> None:
     raise InjectedFault(f"injected worker failure on document {doc_id!r} ({FAULT_ENV})")
 
 
-class _ChunkFn(beam.DoFn):
-    """Builds the chunker once per worker in ``setup()`` from the settings dict."""
+class _RowsFn(beam.DoFn):
+    """One document's chunks -> its rows (enriched when asked) and its summary for the manifest."""
 
-    def __init__(self, settings: dict[str, Any], progress_seconds: float) -> None:
-        self._settings = settings
+    def __init__(self, enrich: EnrichSettings, bucket_width: float, fingerprint: str, progress_seconds: float) -> None:
+        self._enrich = enrich
+        self._bucket_width = bucket_width
+        self._fingerprint = fingerprint
         self._progress_seconds = progress_seconds
-        self._documents = Metrics.counter(METRICS_NAMESPACE, "documents_chunked")
-        self._chunks = Metrics.counter(METRICS_NAMESPACE, "chunks_written")
-        self._density = Metrics.distribution(METRICS_NAMESPACE, "density_x10000")
 
     def setup(self) -> None:
-        settings = Settings.from_dict(self._settings)
-        self._chunker = AdaptiveChunker(settings.chunk_config(), language=settings.chunking.language)
-        self._enricher = MetadataEnricher(top_k=settings.enrich.top_k) if settings.enrich.keywords else None
-        self._bucket_width = settings.output.bucket_width
-        self._fingerprint = settings.fingerprint
+        self._enricher = MetadataEnricher(top_k=self._enrich.top_k) if self._enrich.keywords else None
         self._progress = Progress(self._progress_seconds)
         self._fault = fault_from_env()
 
-    def process(self, record: SourceRecord) -> Iterator[Any]:
-        if self._fault is not None and record.doc_id == self._fault[0]:
+    def process(self, chunks: list[DocumentChunk]) -> Iterator[Any]:
+        first = chunks[0].metadata
+        if self._fault is not None and first.doc_id == self._fault[0]:
             _fail_once(*self._fault)
         try:
-            chunks = self._chunker.chunk(record.text, doc_id=record.doc_id, source=record.source)
             if self._enricher is not None:
                 self._enricher.enrich(chunks)
-            rows = self._rows(record, chunks)
+            bucket = density_bucket(first.extra["density"], self._bucket_width)
+            rows = [self._row(chunk, bucket) for chunk in chunks]
         except Exception as error:  # a bad document must not stop a 10 TB job
-            yield self._reject(record, "chunker_error", f"{type(error).__name__}: {error}")
+            message = f"{type(error).__name__}: {error}"
+            Metrics.counter(METRICS_NAMESPACE, "rejects_chunker_error").inc()
+            record = first.extra.get("record", 0)
+            reject = Reject(first.source, record, first.doc_id, "chunker_error", message, excerpt(chunks[0].text))
+            yield TaggedOutput(REJECTS, reject)
             return
-        if not rows:
-            reason = "empty" if not record.text.strip() else "below_min_chunk_size"
-            yield self._reject(record, reason, f"{len(record.text.strip())} visible characters")
-            return
-        self._documents.inc()
-        self._chunks.inc(len(rows))
-        Metrics.counter(METRICS_NAMESPACE, f"chunks_bucket_{rows[0][PARTITION_COLUMN]}").inc(len(rows))
-        self._density.update(round(rows[0]["density"] * 10_000))
-        self._progress.add(record.source, len(record.text), len(rows))
+        Metrics.counter(METRICS_NAMESPACE, f"chunks_bucket_{bucket}").inc(len(rows))
+        self._progress.add(first.source, chunks[-1].metadata.end_char, len(rows))
         yield TaggedOutput(SUMMARIES, summarise(rows))
         yield rows
 
-    def _reject(self, record: SourceRecord, reason: str, message: str) -> TaggedOutput:
-        Metrics.counter(METRICS_NAMESPACE, f"rejects_{reason}").inc()
-        return TaggedOutput(
-            REJECTS, Reject(record.source, record.record, record.doc_id, reason, message, excerpt(record.text))
-        )
-
-    def _rows(self, record: SourceRecord, chunks: list[DocumentChunk]) -> list[dict[str, Any]]:
-        """One row per chunk; a document has one density, so its rows share one bucket, worked out once."""
-        if not chunks:
-            return []
-        bucket = density_bucket(chunks[0].metadata.extra["density"], self._bucket_width)
-        return [self._row(record, chunk, bucket) for chunk in chunks]
-
-    def _row(self, record: SourceRecord, chunk: DocumentChunk, bucket: int) -> dict[str, Any]:
+    def _row(self, chunk: DocumentChunk, bucket: int) -> dict[str, Any]:
         meta = chunk.metadata
-        density = meta.extra["density"]
         keywords = meta.extra.get("keywords")
         return {
             "chunk_id": chunk.chunk_id,
             "doc_id": meta.doc_id,
             "source": meta.source,
-            "record": record.record,
+            "record": meta.extra.get("record", 0),
             "chunk_index": meta.chunk_index,
             "text": chunk.text,
             "char_count": chunk.char_count,
             "start_char": meta.start_char,
             "end_char": meta.end_char,
-            "density": density,
+            "density": meta.extra["density"],
             "target_size": meta.extra["target_size"],
             "chunk_type": meta.chunk_type.value,
             "language": meta.language,
@@ -147,16 +126,38 @@ class _ChunkFn(beam.DoFn):
 
 
 class ChunkDocuments(beam.PTransform):
-    """SourceRecords → each document's chunk rows as one list (main output) and rejects (``REJECTS`` tag)."""
+    """SourceRecords → each document's chunk rows as one list (main output) and rejects (``REJECTS`` tag).
 
-    def __init__(self, settings: Settings, progress_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
+    It takes only the settings it needs: the chunking and enrichment sections, the bucket width and
+    the run's settings fingerprint (stored in every row).
+    """
+
+    def __init__(
+        self,
+        chunking: ChunkingSettings,
+        enrich: EnrichSettings,
+        *,
+        bucket_width: float,
+        fingerprint: str,
+        progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    ) -> None:
         super().__init__()
-        self._settings = settings.to_dict()
-        self._progress_seconds = progress_seconds
+        self._chunk_text = ChunkText(chunking, per_document=True)
+        self._rows_fn = _RowsFn(enrich, bucket_width, fingerprint, progress_seconds)
 
-    def expand(self, records: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        chunk_fn = _ChunkFn(self._settings, self._progress_seconds)
-        return records | "ChunkEachDocument" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, SUMMARIES, main="chunks")
+    def expand(self, records: beam.PCollection) -> ChunkedDocuments:
+        chunked = records | "ChunkText" >> self._chunk_text
+        rows = chunked.chunks | "ChunkRows" >> beam.ParDo(self._rows_fn).with_outputs(REJECTS, SUMMARIES, main="chunks")
+        rejects = (chunked[REJECTS], rows[REJECTS]) | "AllChunkRejects" >> beam.Flatten()
+        return ChunkedDocuments(rows.chunks, rejects, rows[SUMMARIES])
+
+
+class ChunkedDocuments(NamedTuple):
+    """What :class:`ChunkDocuments` gives: row lists, rejects and per-document summaries."""
+
+    chunks: beam.PCollection
+    rejects: beam.PCollection
+    summaries: beam.PCollection
 
 
 def summarise(rows: list[dict[str, Any]]) -> tuple[str, dict[int, list[int]]]:

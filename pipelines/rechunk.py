@@ -23,7 +23,7 @@ import apache_beam as beam
 import fsspec
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 
-from pipelines.chunking import REJECTS, ChunkDocuments
+from pipelines.chunking import ChunkDocuments
 from pipelines.io.read import (
     FILES_TAG,
     REJECTS_TAG,
@@ -92,10 +92,15 @@ def build_pipeline(
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest."""
     run_id = new_run_id()
-    settings_dict = settings.to_dict()
-    read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings_dict)
-    chunked = read.records | "ChunkDocuments" >> ChunkDocuments(settings, progress_seconds)
-    rejects = (read[REJECTS_TAG], chunked[REJECTS]) | "AllRejects" >> beam.Flatten()
+    read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
+    chunked = read.records | "ChunkDocuments" >> ChunkDocuments(
+        settings.chunking,
+        settings.enrich,
+        bucket_width=settings.output.bucket_width,
+        fingerprint=settings.fingerprint,
+        progress_seconds=progress_seconds,
+    )
+    rejects = (read[REJECTS_TAG], chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
     staged_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
@@ -104,7 +109,7 @@ def build_pipeline(
         "rejects": rejects,
         "reports": read[FILES_TAG],
     } | "Manifest" >> BuildManifest(
-        settings=settings_dict, fingerprint=settings.fingerprint, output=output, started=started
+        settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
     return {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
 

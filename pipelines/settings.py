@@ -23,6 +23,7 @@ import fsspec
 import yaml
 
 import zerda_core
+from zerda_core.chunks import AdaptiveChunker
 from zerda_core.chunks.config import ChunkConfig
 
 
@@ -108,10 +109,34 @@ class ChunkingSettings(_Section):
     language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")
 
     def _cross_checks(self) -> list[str]:
-        sizes_valid = POSITIVE_INT.check(self.min_size) and POSITIVE_INT.check(self.max_size)
-        if sizes_valid and self.min_size > self.max_size:
-            return [f"chunking.min_size ({self.min_size}) must not exceed chunking.max_size ({self.max_size})"]
+        """The library's own size rule (``ChunkConfig``), once every key has the right type."""
+        if any(not f.metadata["rule"].check(getattr(self, f.name)) for f in dataclasses.fields(self)):
+            return []
+        try:
+            self.chunk_config()
+        except ValueError as err:
+            return [f"chunking: {err}"]
         return []
+
+    def chunk_config(self) -> ChunkConfig:
+        """The library's chunking config for these settings."""
+        return ChunkConfig.from_sizes(
+            base_size=self.base_size,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            overlap=self.overlap,
+            technical_threshold=self.technical_threshold,
+            min_chunk_size=self.min_chunk_size,
+        )
+
+    def chunker(self) -> AdaptiveChunker:
+        """The chunker these settings describe (logs the library's warning when ``min_size > max_size``)."""
+        return AdaptiveChunker(self.chunk_config(), language=self.language)
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the chunking settings and the zerda version: equal fingerprints, equal chunks."""
+        return _fingerprint(dataclasses.asdict(self))
 
 
 @dataclass(frozen=True)
@@ -193,22 +218,13 @@ class Settings:
     @property
     def fingerprint(self) -> str:
         """Short hash of the settings and the zerda version: equal fingerprints, equal chunks."""
-        canonical = json.dumps(
-            {"settings": self.to_dict(), "zerda": zerda_core.__version__}, sort_keys=True, separators=(",", ":")
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+        return _fingerprint(self.to_dict())
 
-    def chunk_config(self) -> ChunkConfig:
-        """The library's chunking config for these settings."""
-        c = self.chunking
-        return ChunkConfig(
-            adaptive_base_size=c.base_size,
-            adaptive_min_size=c.min_size,
-            adaptive_max_size=c.max_size,
-            overlap=c.overlap,
-            adaptive_technical_threshold=c.technical_threshold,
-            min_chunk_size=c.min_chunk_size,
-        )
+
+def _fingerprint(settings: Mapping[str, Any]) -> str:
+    versioned = {"settings": settings, "zerda": zerda_core.__version__}
+    canonical = json.dumps(versioned, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def _unknown(values: Mapping[Any, Any], known: Mapping[str, Any], what: str) -> list[str]:
@@ -289,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in args:
         try:
-            print(f"{path}: ok, fingerprint {load_settings(path).fingerprint}")
+            settings = load_settings(path)
+            print(f"{path}: ok, fingerprint {settings.fingerprint}")
+            warning = settings.chunking.chunk_config().size_warning()
+            if warning is not None:
+                print(f"{path}: warning: {warning}", file=sys.stderr)
         except SettingsError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -29,10 +29,16 @@ def test_rows_rejects_and_metrics() -> None:
     expected = [
         (r.doc_id, c.metadata.chunk_index, c.text, density_bucket(c.metadata.extra["density"], 0.1))
         for r in records[:2]
-        for c in AdaptiveChunker(settings.chunk_config()).chunk(r.text, r.doc_id, r.source)
+        for c in AdaptiveChunker(settings.chunking.chunk_config()).chunk(r.text, r.doc_id, r.source)
     ]
     pipeline = TestPipeline()
-    out = pipeline | beam.Create(records) | ChunkDocuments(settings, progress_seconds=0)
+    out = (
+        pipeline
+        | beam.Create(records)
+        | ChunkDocuments(
+            settings.chunking, settings.enrich, bucket_width=0.1, fingerprint=settings.fingerprint, progress_seconds=0
+        )
+    )
     assert_that(
         out.chunks | "DocIds" >> beam.Map(lambda rows: {r["doc_id"] for r in rows}),
         equal_to([{"prose"}, {"code"}]),

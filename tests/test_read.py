@@ -680,7 +680,7 @@ def test_read_corpus_routes_records_rejects_and_reports(tmp_path: Path) -> None:
     write(tmp_path / "c.parquet", parquet_bytes(pa.table({"text": ["row one", None]})))
     write(tmp_path / "d.txt", b"")
     files = expand_inputs([str(tmp_path)])
-    settings = Settings().to_dict()
+    settings = Settings().input
 
     pipeline = BeamTestPipeline()
     out = pipeline | "Read" >> ReadCorpus(files, settings)
@@ -730,7 +730,7 @@ def test_read_corpus_from_memory_urls(memory_root: str) -> None:
         fs.pipe(f"{memory_root}/m/part-{i}.jsonl", jsonl({"id": f"m{i}", "text": f"memory doc {i}"}).encode())
     files = expand_inputs([f"memory://{memory_root}/m/*.jsonl"])
     with BeamTestPipeline() as pipeline:
-        out = pipeline | ReadCorpus(files, Settings.from_dict({"input": {"encoding_errors": "replace"}}).to_dict())
+        out = pipeline | ReadCorpus(files, InputSettings(encoding_errors="replace"))
         assert_that(out.records | Map(lambda r: r.doc_id), equal_to([f"m{i}" for i in range(5)]))
 
 

@@ -430,7 +430,6 @@ def assert_refused(argv: list[str], output: Path, words: list[str], capsys: pyte
         ("chunking:\n  min_chunk_size: -1\n", ["chunking.min_chunk_size", ">= 0"]),
         ("input:\n  max_document_chars: -5\n", ["input.max_document_chars"]),
         ("output:\n  max_rows_per_file: 0\n", ["output.max_rows_per_file"]),
-        ("chunking:\n  min_size: 2000\n  max_size: 1000\n", ["chunking.min_size (2000)", "chunking.max_size (1000)"]),
         ("output:\n  bucket_width: 0\n", ["output.bucket_width", "(0, 1]", "0 (int)"]),
         ("output:\n  bucket_width: 1.5\n", ["output.bucket_width", "(0, 1]", "1.5 (float)"]),
         ("output:\n  bucket_width: -0.1\n", ["output.bucket_width"]),

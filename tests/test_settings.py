@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pickle
 from pathlib import Path
 
@@ -124,7 +125,7 @@ def test_chunk_config_carries_every_chunking_size() -> None:
             }
         }
     )
-    assert settings.chunk_config() == ChunkConfig(
+    assert settings.chunking.chunk_config() == ChunkConfig(
         adaptive_base_size=300,
         adaptive_min_size=80,
         adaptive_max_size=800,
@@ -166,10 +167,6 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
         ({"chunking": {"min_chunk_size": -1}}, "chunking.min_chunk_size must be an integer >= 0, got -1 (int)"),
         ({"chunking": {"overlap": -1}}, "chunking.overlap must be an integer >= 0, got -1 (int)"),
         (
-            {"chunking": {"min_size": 2000}},
-            "chunking.min_size (2000) must not exceed chunking.max_size (1500)",
-        ),
-        (
             {"chunking": {"technical_threshold": 1.5}},
             "chunking.technical_threshold must be a number in [0, 1], got 1.5 (float)",
         ),
@@ -207,11 +204,11 @@ def test_accepts_the_edges_of_each_range() -> None:
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    message = error_of({"chunking": {"overlap": -1, "min_size": 2000, "typo": 1}, "output": {"bucket_width": 2}})
+    message = error_of({"chunking": {"overlap": -1, "min_size": -2, "typo": 1}, "output": {"bucket_width": 2}})
     lines = message.splitlines()
     assert len(lines) == 4
     assert any("chunking.overlap" in line for line in lines)
-    assert any("chunking.min_size (2000)" in line for line in lines)
+    assert any("chunking.min_size must be a positive integer, got -2" in line for line in lines)
     assert any("'typo'" in line for line in lines)
     assert any("output.bucket_width" in line for line in lines)
 
@@ -315,3 +312,31 @@ def test_readme_settings_reference_matches_the_code() -> None:
     assert begin in readme and end in readme
     table = readme.split(begin, 1)[1].split(end, 1)[0]
     assert table == settings_reference_markdown(), "regenerate with: python -m pipelines.settings --reference"
+
+
+def test_min_size_above_max_size_follows_the_library_rule(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One rule, the reference page's: allowed, every target collapses to min_size, and a warning says so."""
+    path = write(tmp_path, "chunking:\n  min_size: 2000\n  max_size: 1000\n")
+    settings = load_settings(path)
+    assert (
+        settings.chunking.chunk_config().size_warning()
+        == ChunkConfig(adaptive_min_size=2000, adaptive_max_size=1000).size_warning()
+    )
+    with caplog.at_level(logging.WARNING):
+        chunker = settings.chunking.chunker()
+    assert "min_size (2000) > max_size (1000): every chunk target collapses to min_size" in caplog.text
+    assert chunker.target_size(0.0) == chunker.target_size(1.0) == 2000
+    assert main([str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "ok, fingerprint" in captured.out
+    assert "warning: min_size (2000) > max_size (1000)" in captured.err
+
+
+def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
+    default = ChunkingSettings().fingerprint
+    assert len(default) == 16
+    assert Settings.from_dict({"output": {"bucket_width": 0.2}}).chunking.fingerprint == default
+    assert ChunkingSettings(overlap=64).fingerprint != default
+    assert default != Settings().fingerprint

@@ -46,7 +46,7 @@ from smart_open.compression import compression_wrapper
 
 from pipelines.manifest import redact_url
 from pipelines.records import EXCERPT_CHARS, REJECT_REASONS, FileReport, Reject, SourceRecord, excerpt
-from pipelines.settings import InputSettings, Settings
+from pipelines.settings import InputSettings
 
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -443,10 +443,10 @@ class ReadCorpus(beam.PTransform):
     ``Create`` and reads every file on one worker.
     """
 
-    def __init__(self, files: Sequence[InputFile], settings: Mapping[str, Any], label: str | None = None) -> None:
+    def __init__(self, files: Sequence[InputFile], settings: InputSettings, label: str | None = None) -> None:
         super().__init__(label)
         self._files = list(files)
-        self._settings = dict(settings)
+        self._settings = settings
 
     def expand(self, pbegin: PBegin) -> Any:
         return (
@@ -461,11 +461,10 @@ class ReadCorpus(beam.PTransform):
 class _ReadFileFn(beam.DoFn):
     """Reads one file per element; counts records, files, bytes and rejects by reason."""
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
-        self._settings = dict(settings)
+    def __init__(self, settings: InputSettings) -> None:
+        self._input = settings
 
     def setup(self) -> None:
-        self._input = Settings.from_dict(self._settings).input
         self._records_read = Metrics.counter(METRICS_NAMESPACE, "records_read")
         self._files_read = Metrics.counter(METRICS_NAMESPACE, "files_read")
         self._bytes_read = Metrics.counter(METRICS_NAMESPACE, "bytes_read")

@@ -131,12 +131,12 @@ class AdaptiveChunker(BaseChunker):
         language: str = "auto",
     ) -> None:
         if config is None:
-            config = ChunkConfig(
-                adaptive_base_size=base_size,
-                adaptive_min_size=min_size,
-                adaptive_max_size=max_size,
+            config = ChunkConfig.from_sizes(
+                base_size=base_size,
+                min_size=min_size,
+                max_size=max_size,
                 overlap=overlap,
-                adaptive_technical_threshold=technical_threshold,
+                technical_threshold=technical_threshold,
             )
         if not isinstance(language, str) or not language:
             raise ValueError("language must be a non-empty string such as 'auto', 'en' or 'ar'")
@@ -148,12 +148,9 @@ class AdaptiveChunker(BaseChunker):
         self.technical_threshold = config.adaptive_technical_threshold
         self.min_chunk_size = config.min_chunk_size
         self.language = language
-        if self.min_size > self.max_size:
-            log.warning(
-                "min_size (%d) > max_size (%d): every chunk target collapses to min_size",
-                self.min_size,
-                self.max_size,
-            )
+        warning = config.size_warning()
+        if warning is not None:
+            log.warning("%s", warning)
 
     def target_size(self, density: float) -> int:
         """The chunk size for a document of this density, clamped to ``[min_size, max_size]``."""

@@ -12,7 +12,9 @@ class ChunkConfig:
     ``min_chunk_size`` is the size (non-whitespace-trimmed characters) under which a
     whole document is dropped and under which a final tail joins the chunk before it.
     ``adaptive_min_size > adaptive_max_size`` is allowed, as the reference page says:
-    every target then collapses to ``adaptive_min_size``.
+    every target then collapses to ``adaptive_min_size``, and :meth:`size_warning` says so.
+    That is the one rule for sizes: the chunker and the pipeline's YAML settings both build a
+    ``ChunkConfig``, so both check sizes here.
     """
 
     adaptive_base_size: int = 512
@@ -33,6 +35,36 @@ class ChunkConfig:
             "adaptive_technical_threshold",
             "a number in [0, 1]",
         )
+
+    @classmethod
+    def from_sizes(
+        cls,
+        *,
+        base_size: int = 512,
+        min_size: int = 100,
+        max_size: int = 1500,
+        overlap: int = 128,
+        technical_threshold: float = 0.5,
+        min_chunk_size: int = 100,
+    ) -> ChunkConfig:
+        """The config for the short names the chunker's keywords and the YAML use: the one place they map."""
+        return cls(
+            adaptive_base_size=base_size,
+            adaptive_min_size=min_size,
+            adaptive_max_size=max_size,
+            overlap=overlap,
+            adaptive_technical_threshold=technical_threshold,
+            min_chunk_size=min_chunk_size,
+        )
+
+    def size_warning(self) -> str | None:
+        """What is odd but allowed about the sizes (``min_size > max_size``), or ``None``."""
+        if self.adaptive_min_size > self.adaptive_max_size:
+            return (
+                f"min_size ({self.adaptive_min_size}) > max_size ({self.adaptive_max_size}): "
+                "every chunk target collapses to min_size"
+            )
+        return None
 
 
 def _require(ok: bool, name: str, what: str) -> None:

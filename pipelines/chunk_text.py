@@ -1,0 +1,155 @@
+"""ChunkText: zerda's density-adaptive chunker as a Beam transform any pipeline can use.
+
+In: a PCollection of ``str``, of dicts or of ``zerda_core`` ``Document``s (the job's own
+``SourceRecord``s too). Out: ``DocumentChunk``s, one element a chunk, or with
+``per_document=True`` one list a document (cheaper downstream: Beam's cost per element is paid
+once a document, not once a chunk). Every element that yields no chunk goes to the
+:data:`REJECTS` output as a ``Reject`` with the job's reasons, so nothing is lost silently.
+
+- A dict holds ``text``, optionally ``id`` (or ``doc_id``) and ``source``; its other keys are
+  carried into every chunk's ``metadata.extra`` (the chunker's own keys, such as ``density``,
+  win a clash). A ``SourceRecord``'s record number is carried as ``extra["record"]``.
+- An element without an id gets one from its content (:func:`content_id`): a PCollection has
+  no order, so only the text itself gives an id that is the same on every run and retry.
+
+    texts | ChunkText(ChunkingSettings(min_size=80, max_size=800))
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
+
+from pipelines.records import Reject, SourceRecord, excerpt
+from pipelines.settings import ChunkingSettings
+from zerda_core.chunks import Document
+
+REJECTS = "rejects"
+METRICS_NAMESPACE = "zerda"
+TEXT_KEY = "text"
+ID_KEYS = ("id", "doc_id")
+SOURCE_KEY = "source"
+_OWN_KEYS = frozenset({TEXT_KEY, SOURCE_KEY, *ID_KEYS})
+
+
+def content_id(text: str) -> str:
+    """The default document id: a hash of the text, so equal texts get equal ids on every run."""
+    return "text-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Input:
+    """One element made ready to chunk: the document, its record number and the fields it carries."""
+
+    document: Document
+    record: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _document(text: str, doc_id: object, source: object) -> Document:
+    has_id = (isinstance(doc_id, str) and doc_id != "") or (isinstance(doc_id, int) and not isinstance(doc_id, bool))
+    return Document(text, str(doc_id) if has_id else content_id(text), "" if source is None else str(source))
+
+
+def _as_input(element: object) -> _Input | Reject:
+    """Whatever came in, as a document to chunk, or the reject that says why it is not one."""
+    if isinstance(element, str):
+        return _Input(_document(element, None, None))
+    if isinstance(element, SourceRecord):
+        document = Document(element.text, element.doc_id, element.source)
+        return _Input(document, element.record, {"record": element.record})
+    if isinstance(element, Document):
+        if not isinstance(element.text, str):
+            return Reject(element.source, 0, element.doc_id, "missing_text", _not_a_string(element.text), "")
+        return _Input(_document(element.text, element.doc_id, element.source))
+    if isinstance(element, Mapping):
+        raw_id = next((element[key] for key in ID_KEYS if element.get(key) not in (None, "")), None)
+        text, source = element.get(TEXT_KEY), str(element.get(SOURCE_KEY) or "")
+        if not isinstance(text, str):
+            message = f"no {TEXT_KEY!r} key" if TEXT_KEY not in element else _not_a_string(text)
+            return Reject(source, 0, "" if raw_id is None else str(raw_id), "missing_text", message, excerpt(element))
+        extra = {key: value for key, value in element.items() if key not in _OWN_KEYS}
+        return _Input(_document(text, raw_id, source), 0, extra)
+    message = f"expected str, dict or Document, got {type(element).__name__}"
+    return Reject("", 0, "", "not_text", message, excerpt(element))
+
+
+def _not_a_string(value: object) -> str:
+    return f"{TEXT_KEY!r} is {'null' if value is None else 'a ' + type(value).__name__}, not a string"
+
+
+class _ChunkTextFn(beam.DoFn):
+    """Chunks one element; ``setup()`` builds the chunker once per worker from the typed settings."""
+
+    def __init__(self, chunking: ChunkingSettings, per_document: bool) -> None:
+        self._chunking = chunking
+        self._per_document = per_document
+        self._documents = Metrics.counter(METRICS_NAMESPACE, "documents_chunked")
+        self._chunks = Metrics.counter(METRICS_NAMESPACE, "chunks_written")
+        self._density = Metrics.distribution(METRICS_NAMESPACE, "density_x10000")
+
+    def setup(self) -> None:
+        self._chunker = self._chunking.chunker()
+
+    def process(self, element: object) -> Iterator[Any]:
+        item = _as_input(element)
+        if isinstance(item, Reject):
+            yield self._reject(item)
+            return
+        doc = item.document
+        try:
+            chunks = self._chunker.chunk(doc.text, doc_id=doc.doc_id, source=doc.source)
+        except Exception as error:  # a bad document must not stop a 10 TB job
+            yield self._reject(_refused(item, "chunker_error", f"{type(error).__name__}: {error}"))
+            return
+        if not chunks:
+            visible = len(doc.text.strip())
+            reason = "empty" if visible == 0 else "below_min_chunk_size"
+            yield self._reject(_refused(item, reason, f"{visible} visible characters"))
+            return
+        if item.extra:
+            for chunk in chunks:
+                chunk.metadata.extra = {**item.extra, **chunk.metadata.extra}
+        self._documents.inc()
+        self._chunks.inc(len(chunks))
+        self._density.update(round(chunks[0].metadata.extra["density"] * 10_000))
+        if self._per_document:
+            yield chunks
+        else:
+            yield from chunks
+
+    def _reject(self, reject: Reject) -> TaggedOutput:
+        Metrics.counter(METRICS_NAMESPACE, f"rejects_{reject.reason}").inc()
+        return TaggedOutput(REJECTS, reject)
+
+
+def _refused(item: _Input, reason: str, message: str) -> Reject:
+    doc = item.document
+    return Reject(doc.source, item.record, doc.doc_id, reason, message, excerpt(doc.text))
+
+
+class ChunkText(beam.PTransform):
+    """Texts, dicts or Documents -> ``DocumentChunk``s (main output ``chunks``) and ``Reject``s (``rejects``).
+
+    ``per_document=True`` emits one ``list[DocumentChunk]`` a document instead of one chunk an element.
+    The settings are checked (and a ``min_size > max_size`` warning logged) when the transform is built,
+    not later on a worker.
+    """
+
+    def __init__(
+        self, chunking: ChunkingSettings | None = None, *, per_document: bool = False, label: str | None = None
+    ) -> None:
+        super().__init__(label)
+        self._chunking = ChunkingSettings() if chunking is None else chunking
+        self._chunking.chunker()
+        self._per_document = per_document
+
+    def expand(self, elements: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        chunk_fn = _ChunkTextFn(self._chunking, self._per_document)
+        return elements | "Chunk" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")
