@@ -31,7 +31,9 @@ EXTRAS = {
         "ruff>=0.6",
         "mypy>=1.10",
         "types-PyYAML",
+        "wordllama>=0.4",
     ],
+    "rag": ["wordllama>=0.4"],
     "bench": ["chonkie>=1.0", "semchunk>=2", "langchain-text-splitters>=0.3", "psutil>=5.9"],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})

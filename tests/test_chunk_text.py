@@ -1,0 +1,184 @@
+"""ChunkText on the DirectRunner: strings, dicts and Documents in, DocumentChunks and tagged rejects out."""
+
+from __future__ import annotations
+
+import logging
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.chunk_text import REJECTS, ChunkText, content_id
+from pipelines.records import REJECT_REASONS, SourceRecord
+from pipelines.settings import ChunkingSettings
+from tests.common import DATA
+from zerda_core.chunks import Document, DocumentChunk
+
+PROSE = (DATA / "english_prose.txt").read_text(encoding="utf-8")
+CODE = (DATA / "code_python.txt").read_text(encoding="utf-8")
+ARABIC = (DATA / "arabic_prose.txt").read_text(encoding="utf-8")
+SETTINGS = ChunkingSettings(min_size=80, max_size=600, overlap=40)
+
+
+def library_chunks(text: str, doc_id: str, source: str = "") -> list[tuple[str, int, str, int, int]]:
+    """What the library alone gives, as comparable tuples."""
+    return [key(c) for c in SETTINGS.chunker().chunk(text, doc_id=doc_id, source=source)]
+
+
+def key(chunk: DocumentChunk) -> tuple[str, int, str, int, int]:
+    m = chunk.metadata
+    return (m.doc_id, m.chunk_index, chunk.text, m.start_char, m.end_char)
+
+
+class _ExplodingText(str):
+    """A text whose chunking fails inside the library (a stand-in for any chunker bug)."""
+
+    def strip(self, chars: str | None = None) -> str:
+        raise RuntimeError("boom")
+
+
+def test_strings_are_chunked_as_the_library_does_with_content_ids() -> None:
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create([PROSE, CODE]) | ChunkText(SETTINGS)
+        assert_that(
+            out.chunks | beam.Map(key),
+            equal_to(library_chunks(PROSE, content_id(PROSE)) + library_chunks(CODE, content_id(CODE))),
+        )
+
+
+def test_content_ids_do_not_depend_on_order_or_run() -> None:
+    assert content_id(PROSE) == content_id(PROSE[:]) != content_id(CODE)
+    runs = []
+    for texts in ([PROSE, CODE, ARABIC], [ARABIC, PROSE, CODE]):
+        with BeamTestPipeline() as pipeline:
+            ids = pipeline | beam.Create(texts) | ChunkText(SETTINGS)
+            expected = sorted(c.chunk_id for t in texts for c in SETTINGS.chunker().chunk(t, content_id(t)))
+            assert_that(ids.chunks | beam.Map(lambda c: c.chunk_id), equal_to(expected))
+        runs.append(expected)
+    assert runs[0] == runs[1]
+
+
+def test_dicts_carry_id_source_and_extra_fields_into_metadata() -> None:
+    elements = [
+        {"text": PROSE, "id": "p1", "source": "web", "lang_hint": "en", "tags": ["a", "b"], "density": "theirs"},
+        {"text": CODE, "doc_id": 7},
+        {"text": ARABIC, "id": None, "source": None},
+    ]
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create(elements) | ChunkText(SETTINGS)
+        assert_that(
+            out.chunks | beam.Map(lambda c: (c.metadata.doc_id, c.metadata.source, sorted(c.metadata.extra))),
+            equal_to(
+                [("p1", "web", ["density", "lang_hint", "tags", "target_size"])] * len(library_chunks(PROSE, "p1"))
+                + [("7", "", ["density", "target_size"])] * len(library_chunks(CODE, "7"))
+                + [(content_id(ARABIC), "", ["density", "target_size"])] * len(library_chunks(ARABIC, "x"))
+            ),
+            label="CheckMetadata",
+        )
+        assert_that(
+            out.chunks
+            | "Extras" >> beam.Filter(lambda c: c.metadata.doc_id == "p1")
+            | beam.Map(
+                lambda c: (c.metadata.extra["lang_hint"], c.metadata.extra["tags"], c.metadata.extra["density"])
+            ),
+            equal_to([("en", ["a", "b"], SETTINGS.chunker().sizing(PROSE)[0])] * len(library_chunks(PROSE, "p1"))),
+            label="ChunkerKeysWin",
+        )
+
+
+def test_documents_keep_their_ids_and_sources() -> None:
+    documents = [Document(PROSE, "doc-1", "s3://bucket/a.txt"), Document(CODE)]
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create(documents) | ChunkText(SETTINGS)
+        assert_that(
+            out.chunks | beam.Map(key),
+            equal_to(library_chunks(PROSE, "doc-1", "s3://bucket/a.txt") + library_chunks(CODE, content_id(CODE))),
+        )
+
+
+def test_every_element_without_chunks_is_a_reject_with_the_jobs_reason() -> None:
+    elements: list[object] = [
+        "   \n\t ",
+        "Too short.",
+        {"id": "no-text", "body": "x"},
+        {"id": "null-text", "text": None},
+        {"id": "number-text", "text": 42},
+        Document(None, "doc-none"),  # type: ignore[arg-type]
+        12345,
+        b"bytes are not text",
+        _ExplodingText(PROSE),
+        SourceRecord("f.jsonl", 9, "r9", "tiny"),
+        PROSE,
+    ]
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create(elements) | ChunkText(SETTINGS)
+        assert_that(
+            out[REJECTS] | beam.Map(lambda r: (r.doc_id, r.source, r.record, r.reason)),
+            equal_to(
+                [
+                    (content_id("   \n\t "), "", 0, "empty"),
+                    (content_id("Too short."), "", 0, "below_min_chunk_size"),
+                    ("no-text", "", 0, "missing_text"),
+                    ("null-text", "", 0, "missing_text"),
+                    ("number-text", "", 0, "missing_text"),
+                    ("doc-none", "", 0, "missing_text"),
+                    ("", "", 0, "not_text"),
+                    ("", "", 0, "not_text"),
+                    (content_id(PROSE), "", 0, "chunker_error"),
+                    ("r9", "f.jsonl", 9, "below_min_chunk_size"),
+                ]
+            ),
+            label="CheckRejects",
+        )
+        assert_that(
+            out[REJECTS] | "Messages" >> beam.Filter(lambda r: r.reason in ("chunker_error", "not_text")),
+            lambda rejects: _check_messages(rejects),
+            label="CheckMessages",
+        )
+        prose_ids = [content_id(PROSE)] * len(library_chunks(PROSE, "p"))
+        assert_that(out.chunks | beam.Map(lambda c: c.metadata.doc_id), equal_to(prose_ids))
+
+
+def _check_messages(rejects: list) -> None:
+    messages = sorted(r.message for r in rejects)
+    assert messages == [
+        "RuntimeError: boom",
+        "expected str, dict or Document, got bytes",
+        "expected str, dict or Document, got int",
+    ], messages
+    assert all(r.reason in REJECT_REASONS for r in rejects)
+
+
+def test_per_document_gives_one_list_a_document() -> None:
+    records = [SourceRecord("a.txt", 0, "a", PROSE), SourceRecord("b.jsonl", 4, "b", CODE)]
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create(records) | ChunkText(SETTINGS, per_document=True)
+        assert_that(
+            out.chunks | beam.Map(lambda chunks: (chunks[0].metadata.doc_id, [key(c) for c in chunks])),
+            equal_to([("a", library_chunks(PROSE, "a", "a.txt")), ("b", library_chunks(CODE, "b", "b.jsonl"))]),
+            label="CheckLists",
+        )
+        assert_that(
+            out.chunks | "Records" >> beam.Map(lambda chunks: {c.metadata.extra["record"] for c in chunks}),
+            equal_to([{0}, {4}]),
+            label="CheckRecordCarried",
+        )
+
+
+def test_runs_on_worker_processes() -> None:
+    options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    texts = [PROSE, CODE, ARABIC, "short"]
+    expected = library_chunks(PROSE, content_id(PROSE)) + library_chunks(CODE, content_id(CODE))
+    expected += library_chunks(ARABIC, content_id(ARABIC))
+    with beam.Pipeline(options=options) as pipeline:
+        out = pipeline | beam.Create(texts) | ChunkText(SETTINGS)
+        assert_that(out.chunks | beam.Map(key), equal_to(expected), label="CheckChunks")
+        assert_that(out[REJECTS] | beam.Map(lambda r: r.reason), equal_to(["below_min_chunk_size"]), label="Rejects")
+
+
+def test_settings_are_checked_when_the_transform_is_built(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        ChunkText(ChunkingSettings(min_size=900, max_size=300))
+    assert "min_size (900) > max_size (300): every chunk target collapses to min_size" in caplog.text
