@@ -62,3 +62,10 @@ def test_config_files_the_readme_names_exist_and_load(config: str) -> None:
 def test_readme_lists_every_output_column() -> None:
     for name in CHUNK_SCHEMA.names + REJECT_SCHEMA.names:
         assert f"{name}" in README, name
+
+
+@pytest.mark.parametrize("block", re.findall(r"```python\n(.*?)```", README, flags=re.S), ids=lambda b: b[:40])
+def test_python_blocks_run_as_written(block: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader copies a block into a Python started at the repository root: it must just work."""
+    monkeypatch.chdir(REPO)
+    exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
