@@ -7,8 +7,8 @@ chunk rows (dicts of the ``CHUNK_SCHEMA`` columns plus ``density_bucket``): a li
 not a row per element, because Beam's cost per element would otherwise be paid
 per chunk (dozens a document); tagged output ``rejects``: a
 ``Reject`` for every record that yields no chunk; tagged output ``summaries``: one
-``(doc_id, {bucket: [chunks, characters]})`` per chunked document, which the manifest
-counts. A failing document becomes a ``chunker_error`` reject, never a crashed job.
+``(doc_id, {bucket: [chunks, characters, text, overlap]})`` per chunked document, which the
+manifest counts. A failing document becomes a ``chunker_error`` reject, never a crashed job.
 
 Test only: :data:`FAULT_ENV` makes the DoFn fail once, to prove that a failed or retried
 bundle loses and doubles nothing (see :func:`fault_from_env`).
@@ -16,6 +16,7 @@ bundle loses and doubles nothing (see :func:`fault_from_env`).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -161,10 +162,18 @@ class ChunkedDocuments(NamedTuple):
 
 
 def summarise(rows: list[dict[str, Any]]) -> tuple[str, dict[int, list[int]]]:
-    """One document's rows as the manifest counts them: ``(doc_id, {bucket: [chunks, characters]})``."""
+    """One document's rows as the manifest counts them: ``(doc_id, {bucket: [chunks, characters, text, overlap]})``.
+
+    ``characters`` sums the chunks, overlap included; ``text`` is the document's text they cover (up to the
+    end of its last chunk); ``overlap`` the characters a chunk repeats from the one before.
+    """
     totals: dict[int, list[int]] = {}
+    spans = sorted((row["start_char"], row["end_char"]) for row in rows)
+    overlap = sum(max(0, before[1] - after[0]) for before, after in itertools.pairwise(spans))
     for row in rows:
-        total = totals.setdefault(row[PARTITION_COLUMN], [0, 0])
+        total = totals.setdefault(row[PARTITION_COLUMN], [0, 0, 0, 0])
         total[0] += 1
         total[1] += row["char_count"]
+    first = totals[rows[0][PARTITION_COLUMN]]
+    first[2], first[3] = spans[-1][1], overlap
     return rows[0]["doc_id"], totals

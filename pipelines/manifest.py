@@ -11,7 +11,8 @@ files written and the finish time (``finish_manifest``) and stores it as ``OUTPU
 
 The inputs:
 
-- ``summaries``: one ``(doc_id, {bucket: [chunks, characters]})`` per chunked document, from
+- ``summaries``: one ``(doc_id, {bucket: [chunks, characters, text characters, overlap characters]})``
+  per chunked document (see ``pipelines.chunking.summarise``), from
   ``ChunkDocuments`` (one small element a document, not a pass over every chunk row).
 - ``rejects``: ``Reject`` records.
 - ``reports``: ``FileReport`` per input file; ``records_read`` is the sum of their ``records``, so the
@@ -134,6 +135,8 @@ def _counts(
     rejects: Mapping[str, int],
     chunks_by_bucket: Mapping[int, int],
     chars_by_bucket: Mapping[int, int],
+    text_chars: int,
+    overlap_chars: int,
     duplicate_doc_ids: int,
     duplicate_examples: list[str],
 ) -> dict[str, Any]:
@@ -143,6 +146,8 @@ def _counts(
         "chunks": sum(chunks_by_bucket.values()),
         "chunks_by_bucket": _by_bucket(chunks_by_bucket),
         "chars_by_bucket": _by_bucket(chars_by_bucket),
+        "text_chars": text_chars,
+        "overlap_chars": overlap_chars,
         "duplicate_doc_ids": duplicate_doc_ids,
         "duplicate_doc_id_examples": duplicate_examples,
     }
@@ -183,6 +188,8 @@ class BuildManifest(beam.PTransform):
             rejects=acc["rejects"],
             chunks_by_bucket={b: t[0] for b, t in acc["buckets"].items()},
             chars_by_bucket={b: t[1] for b, t in acc["buckets"].items()},
+            text_chars=sum(t[2] for t in acc["buckets"].values()),
+            overlap_chars=sum(t[3] for t in acc["buckets"].values()),
             duplicate_doc_ids=acc["duplicates"],
             duplicate_examples=acc["examples"],
         )
@@ -190,11 +197,11 @@ class BuildManifest(beam.PTransform):
 
 
 def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
-    """Add ``{bucket: [chunks, characters]}`` into ``totals``."""
-    for bucket, (chunks, chars) in more.items():
-        total = totals.setdefault(bucket, [0, 0])
-        total[0] += chunks
-        total[1] += chars
+    """Add ``{bucket: [chunks, characters, text characters, overlap characters]}`` into ``totals``."""
+    for bucket, numbers in more.items():
+        total = totals.setdefault(bucket, [0] * len(numbers))
+        for i, number in enumerate(numbers):
+            total[i] += number
 
 
 class _ManifestCounts(beam.CombineFn):

@@ -1,4 +1,4 @@
-"""The re-chunking job: ``python -m pipelines.rechunk --input GLOB --output DIR [--config YAML] [Beam options]``.
+"""The re-chunking job: ``zerda-rechunk --input GLOB --output DIR [--config YAML] [Beam options]``.
 
 With no ``--input`` it chunks the bundled sample corpus into ``./out/chunks``. Options this
 parser does not know are handed to Beam (``--runner``, ``--direct_num_workers``, ...), so the
@@ -55,7 +55,7 @@ log = logging.getLogger("zerda")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.rechunk",
+        prog="zerda-rechunk",
         description="Re-chunk a text corpus by information density into a Parquet dataset "
         "partitioned by density bucket. Unknown options go to Apache Beam (e.g. --runner, "
         "--direct_num_workers, --direct_running_mode, --temp_location, --setup_file).",

@@ -1,4 +1,4 @@
-"""``python -m pipelines.report OUTPUT [--html FILE]``: what a finished run wrote, read back from the output itself.
+"""``zerda-report OUTPUT [--html FILE]``: what a finished run wrote, read back from the output itself.
 
 Prints chunks, characters and documents per density bucket, chunk-size percentiles, languages, rejects by
 reason and a density histogram; ``--html`` also writes a self-contained page (inline CSS and SVG, nothing

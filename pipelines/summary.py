@@ -12,11 +12,12 @@ def render_summary(manifest: dict[str, Any]) -> str:
     width = manifest["settings"]["output"]["bucket_width"]
     output = manifest["output"]["root"]
     seconds = manifest.get("timings", {}).get("seconds") or 0.0
-    megabytes = sum(i.get("bytes", 0) for i in manifest.get("inputs", [])) / 1e6
+    text_chars = counts.get("text_chars", 0)
+    megabytes = text_chars / 1e6  # text read and chunked (characters), not the compressed bytes on disk
     lines = [
         "",
         render_table(
-            ["records read", "documents chunked", "rejected", "chunks", "seconds", "MB/s"],
+            ["records read", "documents chunked", "rejected", "chunks", "seconds", "text MB/s"],
             [
                 [
                     counts["records_read"],
@@ -42,9 +43,20 @@ def render_summary(manifest: dict[str, Any]) -> str:
         "",
         render_histogram(counts["chunks_by_bucket"], width=40, bucket_width=width),
         "",
+        _overlap_line(text_chars, sum(counts["chars_by_bucket"].values()), counts.get("overlap_chars", 0)),
+        "",
         f"output:  {output}",
-        f"report:  python -m pipelines.report {output}",
+        f"report:  zerda-report {output}",
         "query:   SELECT density_bucket, count(*) AS chunks FROM read_parquet("
         f"'{output.rstrip('/')}/**/*.parquet', hive_partitioning=true) GROUP BY 1 ORDER BY 1",
     ]
     return "\n".join(lines)
+
+
+def _overlap_line(text_chars: int, chunk_chars: int, overlap_chars: int) -> str:
+    """How much of what the chunks hold is text read, and how much is overlap repeated from the chunk before."""
+    share = f" ({overlap_chars / chunk_chars:.1%})" if chunk_chars else ""
+    return (
+        f"text:    {text_chars:,} characters chunked into chunks holding {chunk_chars:,};"
+        f" {overlap_chars:,}{share} of those are overlap"
+    )

@@ -25,18 +25,26 @@ STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SETTINGS = {"chunking": {"base_size": 512}, "output": {"bucket_width": 0.1}}
 
 
-def row(doc_id: str, record: int, index: int, bucket: int, chars: int) -> dict:
+def row(doc_id: str, record: int, index: int, bucket: int, start: int, end: int) -> dict:
     """The fields of a chunk row the manifest reads."""
-    return {"doc_id": doc_id, "record": record, "chunk_index": index, "density_bucket": bucket, "char_count": chars}
+    return {
+        "doc_id": doc_id,
+        "record": record,
+        "chunk_index": index,
+        "density_bucket": bucket,
+        "char_count": end - start,
+        "start_char": start,
+        "end_char": end,
+    }
 
 
 CHUNKS = [
-    row("a", 1, 0, 2, 100),
-    row("a", 1, 1, 2, 50),
-    row("dup", 2, 0, 7, 300),
-    row("dup", 3, 0, 7, 10),  # a second document with the same id
-    row("dup", 3, 1, 7, 20),
-    row("b", 4, 0, 0, 5),
+    row("a", 1, 0, 2, 0, 100),
+    row("a", 1, 1, 2, 80, 130),  # 20 characters of overlap
+    row("dup", 2, 0, 7, 0, 300),
+    row("dup", 3, 0, 7, 0, 10),  # a second document with the same id
+    row("dup", 3, 1, 7, 12, 32),  # no overlap: two blanks between the chunks
+    row("b", 4, 0, 0, 0, 5),
 ]
 REJECTS = [
     Reject("in.jsonl", 5, "c", "empty", "empty document", ""),
@@ -78,6 +86,8 @@ def test_counts_come_from_the_elements() -> None:
         assert counts["chunks"] == 6
         assert counts["chunks_by_bucket"] == {"0": 1, "2": 2, "7": 3}
         assert counts["chars_by_bucket"] == {"0": 5, "2": 150, "7": 330}
+        assert counts["text_chars"] == 130 + 300 + 32 + 5
+        assert counts["overlap_chars"] == 20
         assert counts["duplicate_doc_ids"] == 1
         assert counts["duplicate_doc_id_examples"] == ["dup"]
         assert manifest["inputs"][1] == {"source": "s3://bucket/in.jsonl", "bytes": 4096, "records": 7, "error": ""}

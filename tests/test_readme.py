@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -37,7 +38,7 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert "make test" in (REPO / ".ci/run").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("module", sorted({w[w.index("-m") + 1] for w in commands() if "-m" in w}))
+@pytest.mark.parametrize("module", sorted(set(re.findall(r"python -m ([\w.]+)", README))))
 def test_every_module_the_readme_runs_exists(module: str) -> None:
     assert hasattr(importlib.import_module(module), "main")
 
@@ -46,12 +47,23 @@ def test_rechunk_options_in_the_readme_are_known() -> None:
     ours = {opt for action in build_parser()._actions for opt in action.option_strings}
     beam = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
     for words in commands():
-        if "pipelines.rechunk" not in words:
+        if "pipelines.rechunk" not in words and not words[0].endswith("zerda-rechunk"):
             continue
         for word in words:
             if word.startswith("--"):
                 name = word.split("=", 1)[0]
                 assert name in ours or name[2:] in beam, f"README uses unknown option {name}"
+
+
+def test_console_scripts_the_readme_runs_are_installed_entry_points() -> None:
+    """``zerda-rechunk``/``zerda-report`` in the README are the scripts setup.py installs, and they resolve."""
+    setup_py = (REPO / "setup.py").read_text(encoding="utf-8")
+    declared = dict(re.findall(r'"(zerda-[\w-]+)=([\w.]+:\w+)"', setup_py))
+    used = {Path(words[0]).name for words in commands() if Path(words[0]).name.startswith("zerda-")}
+    assert used == {"zerda-rechunk", "zerda-report"}
+    for script in used:
+        module, function = declared[script].split(":")
+        assert callable(getattr(importlib.import_module(module), function))
 
 
 @pytest.mark.parametrize("config", sorted(set(re.findall(r"configs/[\w.-]+\.yaml", README))))

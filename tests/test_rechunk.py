@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -138,9 +139,31 @@ def test_summary_tells_counts_buckets_and_how_to_query(tmp_path: Path, capsys: p
     for bucket, n in counts["chunks_by_bucket"].items():
         assert f"0.{bucket}–" in out and str(n) in out
     assert f"output:  {output}" in out
-    assert f"report:  python -m pipelines.report {output}" in out
+    assert f"report:  zerda-report {output}" in out
     query = out.split("query:", 1)[1].strip()
     assert duckdb.sql(query).fetchall()
+
+
+def test_summary_counts_text_read_and_overlap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """MB/s is text characters chunked per second (not compressed bytes on disk); overlap is told apart."""
+    output = tmp_path / "out"
+    manifest = run(["--input", str(REPO / "tests/data"), "--output", str(output)])
+    out = capsys.readouterr().out
+    counts = manifest["counts"]
+    texts = {p.name: p.read_text(encoding="utf-8") for p in (REPO / "tests/data").iterdir() if p.suffix != ".sql"}
+    assert counts["text_chars"] == sum(len(text.rstrip()) for text in texts.values())
+    rows = duckdb.sql(
+        f"SELECT doc_id, start_char, end_char FROM read_parquet('{output}/**/*.parquet') ORDER BY doc_id, start_char"
+    ).fetchall()
+    overlap = sum(max(0, a[2] - b[1]) for a, b in itertools.pairwise(rows) if a[0] == b[0])
+    assert counts["overlap_chars"] == overlap > 0
+    header = next(line for line in out.splitlines() if line.startswith("records read"))
+    assert header.split()[-2:] == ["text", "MB/s"]
+    speed = float(out.splitlines()[out.splitlines().index(header) + 2].split()[-1])
+    assert speed == round(counts["text_chars"] / 1e6 / manifest["timings"]["seconds"], 2)
+    chunk_chars = sum(counts["chars_by_bucket"].values())
+    assert f"{counts['text_chars']:,} characters chunked into chunks holding {chunk_chars:,}" in out
+    assert f"{overlap:,} ({overlap / chunk_chars:.1%}) of those are overlap" in out
 
 
 def test_report_on_a_real_output_agrees_with_the_manifest(
