@@ -5,29 +5,35 @@ BIN := $(VENV)/bin
 
 .PHONY: install run test bench lint clean
 
+# `make run` installs what running needs (zerda and its core packages); `make test` adds the test,
+# lint and example extras on top. Each step leaves a marker, remade when setup.py changes.
 install: $(VENV)/.installed
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[dev,s3]"
 	touch $@
 
-$(VENV)/.bench-installed: $(VENV)/.installed
+$(VENV)/.bench-installed: $(VENV)/.test-installed
 	$(BIN)/pip install --quiet -e ".[dev,s3,bench]"
 	touch $@
 
 run: install  ## chunk the bundled sample corpus into ./out/chunks
-	$(BIN)/python -m pipelines.rechunk
+	$(BIN)/zerda-rechunk
 
-test: install
+test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_chunker.py
 	$(BIN)/python benchmarks/bench_pipeline.py --mb 400 --files 64 --reps 3 --small-reps 2
 
-lint: install
+lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy zerda_core pipelines

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 CORE = [
     "apache-beam>=2.77,<3",
@@ -45,7 +45,8 @@ setup(
     long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["zerda_core", "zerda_core.*", "pipelines", "pipelines.*"]),
+    # namespace discovery: the sample corpus folders are data, found as packages without an __init__.py
+    packages=find_namespace_packages(include=["zerda_core", "zerda_core.*", "pipelines", "pipelines.*"]),
     package_data={"zerda_core": ["py.typed"], "pipelines": ["py.typed", "sample_corpus/*", "sample_corpus/**/*"]},
     include_package_data=True,
     install_requires=CORE,

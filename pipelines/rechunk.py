@@ -44,12 +44,14 @@ from pipelines.io.write import (
 )
 from pipelines.manifest import BuildManifest, check_accounting, redact_url
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS
+from pipelines.schema import REJECTS_DIR
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import write_stdout
 
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
+EXIT_NOTHING_CHUNKED = 1
 log = logging.getLogger("zerda")
 
 
@@ -136,11 +138,28 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        run(argv)
+        manifest = run(argv)
     except (SettingsError, InputError, OutputError) as error:
         print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
         return EXIT_USAGE
+    if manifest["counts"]["documents_chunked"] == 0:
+        print(f"zerda: error: {nothing_chunked(manifest)}", file=sys.stderr)
+        return EXIT_NOTHING_CHUNKED
     return 0
+
+
+def nothing_chunked(manifest: dict[str, Any]) -> str:
+    """Why a run that read files gave no chunk at all, in words, with what to do about the usual cause."""
+    counts = manifest["counts"]
+    reasons = sorted(((n, reason) for reason, n in counts["rejects"].items() if n), reverse=True)
+    because = ", ".join(f"{n:,} {reason}" for n, reason in reasons) or "no record"
+    message = (
+        f"read {counts['files_read']:,} file(s) and {counts['records_read']:,} record(s) but chunked none"
+        f" (rejects: {because}); the rejects are in {manifest['output']['root'].rstrip('/')}/{REJECTS_DIR}/"
+    )
+    if counts["rejects"].get("not_text"):
+        message += "; a file type zerda does not know can be read as text with input.formats in the config"
+    return message
 
 
 def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> PipelineOptions:

@@ -57,11 +57,21 @@ UNIT_INTERVAL = _Rule("float", lambda v: _is_number(v) and 0 <= v <= 1, "a numbe
 BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
 NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
 BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
+CORPUS_FORMATS = ("jsonl", "text", "parquet")
+SUFFIX_FORMATS = _Rule(
+    "map",
+    lambda v: isinstance(v, dict)
+    and all(isinstance(k, str) and k.startswith(".") and len(k) > 1 and f in CORPUS_FORMATS for k, f in v.items()),
+    "a mapping of file suffixes ('.html') to " + ", ".join(repr(f) for f in CORPUS_FORMATS),
+)
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 
 
 def _setting(default: Any, rule: _Rule, description: str) -> Any:
-    return field(default=default, metadata={"rule": rule, "description": description})
+    metadata = {"rule": rule, "description": description}
+    if isinstance(default, dict):  # a mutable default: each settings object gets its own copy
+        return field(default_factory=lambda: dict(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def _describe(value: Any) -> str:
@@ -150,6 +160,9 @@ class InputSettings(_Section):
         "strict", _one_of("strict", "replace"), "Invalid UTF-8: `strict` rejects it, `replace` decodes it with U+FFFD."
     )
     max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
+    formats: Mapping[str, str] = _setting(
+        {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
+    )
 
 
 @dataclass(frozen=True)
@@ -275,7 +288,7 @@ def settings_reference() -> list[SettingDoc]:
         SettingDoc(
             f"{section}.{f.name}",
             f.metadata["rule"].type,
-            f.default,
+            f.default_factory() if f.default is dataclasses.MISSING else f.default,  # type: ignore[operator]
             f.metadata["rule"].expected,
             f.metadata["description"],
         )

@@ -231,3 +231,26 @@ def test_worker_logging_on_the_direct_runner_keeps_a_level_the_user_gave() -> No
     quiet = _worker_logging(PipelineOptions([]), quiet=True, verbose=False).view_as(WorkerOptions)
     assert quiet.default_sdk_harness_log_level == "ERROR"
     assert quiet.sdk_harness_log_level_overrides == {"zerda": "ERROR", "pipelines": "ERROR"}
+
+
+def test_a_run_that_chunks_nothing_says_why_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    page = "<p>" + (REPO / "tests/data/english_prose.txt").read_text(encoding="utf-8") + "</p>"
+    (corpus / "page.html").write_text(page, encoding="utf-8")
+    (corpus / "notes.xml").write_text("<notes>" + "word " * 200 + "</notes>", encoding="utf-8")
+    output = tmp_path / "out"
+    assert main(["--input", str(corpus), "--output", str(output)]) == 1
+    err = capsys.readouterr().err
+    assert "zerda: error: read 2 file(s) and 2 record(s) but chunked none (rejects: 2 not_text)" in err
+    assert f"{output}/_rejects/" in err and "input.formats" in err
+    assert read_manifest(output)["counts"]["rejects"]["not_text"] == 2  # the rejects are there to look at
+
+    config = tmp_path / "formats.yaml"
+    config.write_text("input:\n  formats: {.HTML: text}\n", encoding="utf-8")
+    assert main(["--input", str(corpus), "--output", str(output), "--config", str(config)]) == 0
+    manifest = read_manifest(output)
+    assert manifest["counts"]["documents_chunked"] == 1 and manifest["counts"]["rejects"]["not_text"] == 1
+    table = read_chunks(output)
+    assert set(table["doc_id"].to_pylist()) == {"page.html"}
+    assert_chunks_are_slices(table, {(str(corpus / "page.html"), 0): page})

@@ -54,6 +54,7 @@ def test_defaults_are_the_documented_ones() -> None:
             "id_field": "id",
             "encoding_errors": "strict",
             "max_document_chars": 50_000_000,
+            "formats": {},
         },
         "output": {"bucket_width": 0.1, "compression": "zstd", "max_rows_per_file": 100_000},
         "enrich": {"keywords": False, "top_k": 5},
@@ -180,6 +181,9 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
         ({"input": {"encoding_errors": "ignore"}}, "input.encoding_errors must be one of 'strict', 'replace'"),
         ({"input": {"text_field": None}}, "input.text_field must be a non-empty string, got None (NoneType)"),
         ({"input": {"max_document_chars": -1}}, "input.max_document_chars must be a positive integer, got -1"),
+        ({"input": {"formats": {".html": "xml"}}}, "input.formats must be a mapping of file suffixes ('.html') to"),
+        ({"input": {"formats": {"html": "text"}}}, "input.formats must be a mapping of file suffixes"),
+        ({"input": {"formats": [".html"]}}, "input.formats must be a mapping of file suffixes"),
         ({"enrich": {"keywords": "yes"}}, "enrich.keywords must be true or false, got 'yes' (str)"),
         ({"enrich": {"top_k": 0}}, "enrich.top_k must be a positive integer, got 0 (int)"),
         ({"enrich": [1, 2]}, "enrich must be a mapping of keys, got [1, 2] (list)"),
@@ -284,7 +288,7 @@ def test_reference_lists_every_key_once() -> None:
     for doc in settings_reference():
         section, key = doc.key.split(".")
         assert doc.default == defaults[section][key]
-        assert doc.description and doc.allowed and doc.type in {"int", "float", "str", "bool"}
+        assert doc.description and doc.allowed and doc.type in {"int", "float", "str", "bool", "map"}
 
 
 def test_reference_markdown_has_a_row_per_key() -> None:

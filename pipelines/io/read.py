@@ -262,9 +262,11 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     """
     fmt, compression = split_suffixes(file.url)
     ctx = _FileContext(file, settings, compression)
-    reader = _READERS.get(fmt)
+    named = {suffix.lower(): name for suffix, name in settings.formats.items()}.get(fmt)
+    reader = _FORMATS[named] if named else _READERS.get(fmt)
     if reader is None:
-        yield ctx.reject(0, file.relative_path, "not_text", f"not a corpus file type: {fmt or 'no suffix'}")
+        hint = f" (to read it, map it in input.formats, e.g. {{{fmt}: text}})" if fmt else ""
+        yield ctx.reject(0, file.relative_path, "not_text", f"not a corpus file type: {fmt or 'no suffix'}{hint}")
         yield FileReport(ctx.source, 0, 1)
         return
     emitted, error = 0, ""
@@ -425,6 +427,7 @@ def _seekable(stream: io.BufferedReader, compression: str) -> Iterator[IO[bytes]
 
 
 _Reader = Callable[[io.BufferedReader, _FileContext], Iterator[SourceRecord | Reject]]
+_FORMATS: Mapping[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 _READERS: Mapping[str, _Reader] = {
     **dict.fromkeys(JSONL_SUFFIXES, _read_jsonl),
     **dict.fromkeys(TEXT_SUFFIXES, _read_text),
