@@ -60,8 +60,10 @@ BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
 CORPUS_FORMATS = ("jsonl", "text", "parquet")
 SUFFIX_FORMATS = _Rule(
     "map",
-    lambda v: isinstance(v, dict)
-    and all(isinstance(k, str) and k.startswith(".") and len(k) > 1 and f in CORPUS_FORMATS for k, f in v.items()),
+    lambda v: (
+        isinstance(v, dict)
+        and all(isinstance(k, str) and k.startswith(".") and len(k) > 1 and f in CORPUS_FORMATS for k, f in v.items())
+    ),
     "a mapping of file suffixes ('.html') to " + ", ".join(repr(f) for f in CORPUS_FORMATS),
 )
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")

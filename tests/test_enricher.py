@@ -54,3 +54,23 @@ def test_chunk_without_words_gets_empty_keywords() -> None:
 def test_invalid_settings(kwargs: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         MetadataEnricher(**kwargs)
+
+
+def test_code_and_url_noise_is_never_a_keyword() -> None:
+    code = (
+        "class Loader:\n    def load(self, path):\n        self.path = path\n        return None\n"
+        "# docs at https://www.example.com/loader.html and http://mirror.example.org/loader\n"
+    ) * 6
+    chunks = MetadataEnricher(top_k=50).enrich(chunks_of(code))
+    terms = {t for c in chunks for t, _ in c.metadata.extra["keywords"]}
+    assert not terms & {"self", "def", "return", "none", "http", "https", "www", "com", "org", "html"}
+    assert {"loader", "load", "path", "example"} <= terms
+
+
+def test_top_terms_are_the_best_scored_of_all() -> None:
+    """Only the top_k are kept, and they are exactly the first top_k of the full ranking."""
+    text = FOX + BEAM + ARABIC
+    full = MetadataEnricher(top_k=1000).enrich(chunks_of(text))
+    top = MetadataEnricher(top_k=4).enrich(chunks_of(text))
+    for whole, best in zip(full, top, strict=True):
+        assert best.metadata.extra["keywords"] == whole.metadata.extra["keywords"][:4]
