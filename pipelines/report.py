@@ -1,12 +1,14 @@
 """``zerda-report OUTPUT [--html FILE]``: what a finished run wrote, read back from the output itself.
 
 Prints chunks, characters and documents per density bucket, chunk-size percentiles, languages, rejects by
-reason and a density histogram; ``--html`` also writes a self-contained page (inline CSS and SVG, nothing
+reason, a density histogram, counts per source file, the rejects by file with their reasons and a few
+sample chunks of each bucket; ``--html`` also writes a self-contained page (inline CSS and SVG, nothing
 fetched). OUTPUT is a local path or any fsspec URL (``s3://``, ``gs://``, ``memory://``).
 
 Only finished outputs are reported: without ``_SUCCESS`` the numbers could describe half a run, so the
 report refuses with exit code 2. Chunks are aggregated by Arrow while they stream from the Parquet files,
-reading four small columns and never ``text``, so a large output reports in one pass with little memory.
+reading small columns and never ``text``, so a large output reports with little memory; the samples read
+``text`` from the first rows of one file a bucket only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from pyarrow import acero
 
@@ -48,6 +51,10 @@ HISTOGRAM_WIDTH = 40
 SIZE_HEADERS = ("p5", "p50", "p95", "max")
 PERCENTILES = (5, 50, 95, 100)
 _GROUP_KEYS = [PARTITION_COLUMN, "char_count", "language"]
+MAX_LISTED = 20  # sources and rejected files listed; the rest are summed up in one line
+SAMPLES_PER_BUCKET = 2
+SAMPLE_CHARS = 280
+_SAMPLE_SCAN_ROWS = 256
 
 
 class OutputError(Exception):
@@ -62,6 +69,37 @@ class Group(NamedTuple):
     language: str
     chunks: int
     documents: int
+
+
+class SourceCounts(NamedTuple):
+    """What one input file gave: documents and chunks (from the data) and rejects."""
+
+    source: str
+    documents: int
+    chunks: int
+    characters: int
+    rejects: int
+
+
+class RejectedFile(NamedTuple):
+    """One input file's rejects: how many, by reason, and the first message."""
+
+    source: str
+    rejects: int
+    reasons: Mapping[str, int]
+    message: str
+
+
+class Sample(NamedTuple):
+    """A chunk shown as an example of its bucket, its text cut to ``SAMPLE_CHARS``."""
+
+    bucket: int
+    source: str
+    record: int
+    chunk_index: int
+    language: str
+    char_count: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -82,6 +120,9 @@ class Report:
     manifest: Mapping[str, Any]
     groups: tuple[Group, ...]
     rejects: Mapping[str, int]
+    sources: tuple[SourceCounts, ...] = ()
+    rejected_files: tuple[RejectedFile, ...] = ()
+    samples: tuple[Sample, ...] = ()
 
     @property
     def bucket_width(self) -> float:
@@ -195,21 +236,119 @@ def scan_chunks(fs: fsspec.AbstractFileSystem, root: str) -> tuple[Group, ...]:
     )
 
 
-def count_rejects(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, int]:
-    """Rejected records by reason, from ``_rejects/`` (absent when nothing was rejected)."""
+def _chunk_dataset(fs: fsspec.AbstractFileSystem, root: str) -> ds.Dataset | None:
+    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"))
+    return ds.dataset(files, filesystem=fs, format="parquet") if files else None
+
+
+def scan_sources(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, tuple[int, int, int]]:
+    """Per source file: (documents, chunks, characters), aggregated while streaming three columns."""
+    dataset = _chunk_dataset(fs, root)
+    if dataset is None:
+        return {}
+    is_first = pc.equal(pc.field("chunk_index"), 0).cast(pa.int64())
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("scan", acero.ScanNodeOptions(dataset, columns=["source", "chunk_index", "char_count"])),
+            acero.Declaration(
+                "project",
+                acero.ProjectNodeOptions(
+                    [pc.field("source"), is_first, pc.field("char_count").cast(pa.int64())],
+                    ["source", "first", "chars"],
+                ),
+            ),
+            acero.Declaration(
+                "aggregate",
+                acero.AggregateNodeOptions(
+                    [
+                        ("first", "hash_sum", None, "documents"),
+                        ([], "hash_count_all", None, "chunks"),
+                        ("chars", "hash_sum", None, "characters"),
+                    ],
+                    keys=["source"],
+                ),
+            ),
+        ]
+    )
+    return {row["source"]: (row["documents"], row["chunks"], row["characters"]) for row in plan.to_table().to_pylist()}
+
+
+def read_rejects(fs: fsspec.AbstractFileSystem, root: str) -> tuple[dict[str, int], tuple[RejectedFile, ...]]:
+    """Rejected records by reason, and by file (most rejects first), from ``_rejects/`` (absent when none)."""
     files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"))
     if not files:
-        return {}
-    reasons = ds.dataset(files, filesystem=fs, format="parquet").to_table(columns=["reason"])["reason"]
-    counts = {item["values"].as_py(): item["counts"].as_py() for item in pc.value_counts(reasons)}
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+        return {}, ()
+    table = ds.dataset(files, filesystem=fs, format="parquet").to_table(
+        columns=["source", "record", "reason", "message"]
+    )
+    by_reason: Counter[str] = Counter()
+    by_file: dict[str, tuple[Counter[str], tuple[int, str]]] = {}
+    for row in table.to_pylist():
+        by_reason[row["reason"]] += 1
+        reasons, first = by_file.setdefault(row["source"], (Counter(), (row["record"], row["message"])))
+        reasons[row["reason"]] += 1
+        by_file[row["source"]] = (reasons, min(first, (row["record"], row["message"])))
+    rejected = [
+        RejectedFile(source, sum(reasons.values()), dict(_most_first(reasons)), first[1])
+        for source, (reasons, first) in by_file.items()
+    ]
+    return dict(_most_first(by_reason)), tuple(sorted(rejected, key=lambda f: (-f.rejects, f.source)))
+
+
+def _most_first(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def read_samples(fs: fsspec.AbstractFileSystem, root: str, per_bucket: int = SAMPLES_PER_BUCKET) -> tuple[Sample, ...]:
+    """From the first rows of the first file of each bucket, the first chunk of ``per_bucket`` documents.
+
+    Cheap (one batch of one file a bucket) and the same on every call.
+    """
+    columns = ["source", "record", "chunk_index", "language", "char_count", "text"]
+    samples: list[Sample] = []
+    for folder in sorted(fs.glob(posixpath.join(root, f"{PARTITION_COLUMN}=*")), key=_bucket_of):
+        files = _parquet_files(fs, posixpath.join(folder, f"*{CHUNK_SUFFIX}"))
+        if not files:
+            continue
+        with fs.open(files[0], "rb") as f:
+            parquet = pq.ParquetFile(f)
+            if "text" not in parquet.schema_arrow.names:
+                continue
+            batch = next(parquet.iter_batches(batch_size=_SAMPLE_SCAN_ROWS, columns=columns), None)
+        documents: dict[tuple[str, int], dict[str, Any]] = {}
+        for row in [] if batch is None else batch.to_pylist():
+            documents.setdefault((row["source"], row["record"]), row)  # one chunk a document, for variety
+        rows = list(documents.values())[:per_bucket]
+        samples += [Sample(_bucket_of(folder), **{**row, "text": _cut(row["text"])}) for row in rows]
+    return tuple(samples)
+
+
+def _bucket_of(folder: str) -> int:
+    return int(folder.rstrip("/").rsplit("=", 1)[-1])
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS].rstrip() + "…"
 
 
 def load_report(url: str) -> Report:
     """Read a finished output; ``OutputError`` if it is missing or unfinished."""
     fs, root = open_output(url)
+    rejects, rejected_files = read_rejects(fs, root)
+    chunked = scan_sources(fs, root)
+    rejected = {f.source: f.rejects for f in rejected_files}
+    sources = [
+        SourceCounts(source, *chunked.get(source, (0, 0, 0)), rejected.get(source, 0))
+        for source in set(chunked) | set(rejected)
+    ]
     return Report(
-        output=url, manifest=read_manifest(fs, root), groups=scan_chunks(fs, root), rejects=count_rejects(fs, root)
+        output=url,
+        manifest=read_manifest(fs, root),
+        groups=scan_chunks(fs, root),
+        rejects=rejects,
+        sources=tuple(sorted(sources, key=lambda s: (-s.chunks, -s.rejects, s.source))),
+        rejected_files=rejected_files,
+        samples=read_samples(fs, root),
     )
 
 
@@ -238,6 +377,40 @@ def language_rows(report: Report) -> list[list[object]]:
 
 def reject_rows(report: Report) -> list[list[object]]:
     return [[reason, n] for reason, n in report.rejects.items()]
+
+
+SOURCE_HEADERS = ("source", "documents", "chunks", "characters", "rejects")
+REJECTED_FILE_HEADERS = ("source", "rejects", "reasons", "first message")
+
+
+def source_rows(report: Report) -> list[list[object]]:
+    """The ``MAX_LISTED`` sources with the most chunks, then one row summing the others."""
+    rows: list[list[object]] = [list(s) for s in report.sources[:MAX_LISTED]]
+    rest = report.sources[MAX_LISTED:]
+    if rest:
+        totals = [sum(getattr(s, name) for s in rest) for name in SOURCE_HEADERS[1:]]
+        rows.append([f"… {len(rest):,} more sources", *totals])
+    return rows
+
+
+def rejected_file_rows(report: Report) -> list[list[object]]:
+    """The ``MAX_LISTED`` files with the most rejects, then one row summing the others."""
+    rows: list[list[object]] = [
+        [f.source, f.rejects, ", ".join(f"{reason} {n:,}" for reason, n in f.reasons.items()), f.message]
+        for f in report.rejected_files[:MAX_LISTED]
+    ]
+    rest = report.rejected_files[MAX_LISTED:]
+    if rest:
+        rows.append([f"… {len(rest):,} more files", sum(f.rejects for f in rest), "", ""])
+    return rows
+
+
+def sample_heading(sample: Sample, bucket_width: float) -> str:
+    return (
+        f"bucket {sample.bucket} ({bucket_label(sample.bucket, bucket_width)}) · {sample.source}"
+        f"{f' · record {sample.record}' if sample.record else ''} · chunk {sample.chunk_index}"
+        f" · {sample.language} · {sample.char_count:,} characters"
+    )
 
 
 def headline(report: Report) -> list[tuple[str, object]]:
@@ -288,8 +461,21 @@ def render_text(report: Report) -> str:
         _section(
             "Rejects by reason", render_table(REJECT_HEADERS, reject_rows(report)) if report.rejects else "(none)"
         ),
+        _section("Sources", render_table(SOURCE_HEADERS, source_rows(report)) if report.sources else "(none)"),
+        _section(
+            "Rejects by file",
+            render_table(REJECTED_FILE_HEADERS, rejected_file_rows(report)) if report.rejected_files else "(none)",
+        ),
+        _section("Sample chunks", _text_samples(report) or "(none)"),
     ]
     return "\n\n".join(sections) + "\n"
+
+
+def _text_samples(report: Report) -> str:
+    return "\n".join(
+        f"{sample_heading(sample, report.bucket_width)}\n    {' ⏎ '.join(filter(str.strip, sample.text.splitlines()))}"
+        for sample in report.samples
+    )
 
 
 # HTML
@@ -318,6 +504,11 @@ th { text-align: left; color: var(--muted); font-weight: 600; font-size: 12px; t
 td.num, th.num { text-align: right; }
 tr.total td { font-weight: 600; border-bottom: none; border-top: 2px solid var(--line); }
 .empty { color: var(--muted); margin: 0; }
+td { max-width: 420px; overflow: hidden; text-overflow: ellipsis; }
+.sample { margin: 0 0 14px; }
+.sample figcaption { margin: 0 0 4px; }
+.sample blockquote { margin: 0; padding: 8px 12px; border-left: 3px solid var(--line); white-space: pre-wrap;
+                     overflow-wrap: anywhere; font-size: 13px; }
 svg text { font-family: inherit; }
 """
 
@@ -437,8 +628,21 @@ def render_html(report: Report) -> str:
 <section><h2>Languages</h2>{_html_table(LANGUAGE_HEADERS, language_rows(report))}</section>
 <section><h2>Rejects by reason</h2>{_html_table(REJECT_HEADERS, reject_rows(report))}</section>
 </div>
+<section><h2>Sources</h2>{_html_table(SOURCE_HEADERS, source_rows(report))}</section>
+<section><h2>Rejects by file</h2>{_html_table(REJECTED_FILE_HEADERS, rejected_file_rows(report))}</section>
+<section><h2>Sample chunks</h2>{_html_samples(report)}</section>
 </main></body></html>
 """
+
+
+def _html_samples(report: Report) -> str:
+    if not report.samples:
+        return '<p class="empty">None.</p>'
+    return "".join(
+        f"<figure class=sample><figcaption class=meta>{html.escape(sample_heading(sample, report.bucket_width))}"
+        f'</figcaption><blockquote dir="auto">{html.escape(sample.text)}</blockquote></figure>'
+        for sample in report.samples
+    )
 
 
 # Command line

@@ -30,6 +30,11 @@ DOCUMENTS = {
     7: [("code/d", "en", [150] * 8), ("code/e", "mixed", [120, 130])],
 }
 REJECTS = ["empty", "empty", "invalid_json"]
+REJECT_SOURCES = ["corpus.jsonl", "corpus.jsonl", "bad.jsonl"]
+
+
+def source_of(bucket: int) -> str:
+    return "code.jsonl" if bucket == 7 else "corpus.jsonl"
 
 
 def chunk_rows(bucket: int) -> list[dict]:
@@ -41,10 +46,10 @@ def chunk_rows(bucket: int) -> list[dict]:
                 {
                     "chunk_id": f"{doc_id}#{index}",
                     "doc_id": doc_id,
-                    "source": "corpus.jsonl",
+                    "source": source_of(bucket),
                     "record": record,
                     "chunk_index": index,
-                    "text": "x" * size,
+                    "text": f"{doc_id} chunk {index} " + "x" * (size - len(f"{doc_id} chunk {index} ")),
                     "char_count": size,
                     "start_char": start,
                     "end_char": start + size,
@@ -91,8 +96,8 @@ def write_output(url: str, *, success: bool = True, drop_text: bool = False) -> 
         with fs.open(f"{root}/density_bucket={bucket}/part-00000-of-00001.parquet", "wb") as f:
             pq.write_table(table, f)
     rejects = [
-        {"source": "corpus.jsonl", "record": i, "doc_id": f"r{i}", "reason": r, "message": "", "excerpt": ""}
-        for i, r in enumerate(REJECTS)
+        {"source": src, "record": i, "doc_id": f"r{i}", "reason": r, "message": f"{r} at {i}", "excerpt": ""}
+        for i, (r, src) in enumerate(zip(REJECTS, REJECT_SOURCES, strict=True))
     ]
     fs.makedirs(f"{root}/_rejects", exist_ok=True)
     with fs.open(f"{root}/_rejects/part-00000.pq", "wb") as f:
@@ -161,10 +166,56 @@ def test_histogram_draws_a_bar_per_bucket_proportional_to_chunks(output: str, ca
 
 
 def test_reads_only_the_columns_it_needs(tmp_path: Path, capsys) -> None:
-    """No ``text`` column at all gives the same report: the report never reads it."""
+    """No ``text`` column at all gives the same report but for the samples: only they read it."""
     full = report_text(write_output(str(tmp_path / "full")), capsys)
     lean = report_text(write_output(str(tmp_path / "lean"), drop_text=True), capsys)
-    assert full.split("\n", 1)[1] == lean.split("\n", 1)[1]
+    assert full.split("\n", 1)[1].split("Sample chunks")[0] == lean.split("\n", 1)[1].split("Sample chunks")[0]
+    assert lean.endswith("Sample chunks\n(none)\n")
+
+
+def test_sources_count_documents_chunks_characters_and_rejects(output: str, capsys) -> None:
+    text = report_text(output, capsys).split("\nSources\n", 1)[1]
+    assert table_row(text, "corpus.jsonl") == ["corpus.jsonl", "3", "6", "5,000", "2"]
+    assert table_row(text, "code.jsonl") == ["code.jsonl", "2", "10", "1,450", "0"]
+    assert table_row(text, "bad.jsonl") == ["bad.jsonl", "0", "0", "0", "1"]
+
+
+def test_many_sources_are_listed_up_to_a_limit_then_summed(tmp_path: Path, capsys) -> None:
+    out = write_output(str(tmp_path / "out"))
+    rows = [{**row, "source": f"f{i:03d}.jsonl"} for i, row in enumerate(chunk_rows(7) * 3)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=CHUNK_SCHEMA), f"{out}/density_bucket=7/part-extra.parquet")
+    report = load_report(out)
+    assert len(report.sources) == 3 + 30
+    text = report_text(out, capsys).split("\nSources\n", 1)[1].split("\n\n")[0]
+    listed = [line for line in text.splitlines()[2:] if not line.startswith("…")]
+    assert len(listed) == 20
+    rest = report.sources[20:]
+    assert table_row(text, f"… {len(rest)} more sources")[1:] == [
+        str(sum(s.documents for s in rest)),
+        str(sum(s.chunks for s in rest)),
+        f"{sum(s.characters for s in rest):,}",
+        str(sum(s.rejects for s in rest)),
+    ]
+
+
+def test_rejects_by_file_with_their_reasons(output: str, capsys) -> None:
+    text = report_text(output, capsys).split("\nRejects by file\n", 1)[1]
+    assert table_row(text, "corpus.jsonl") == ["corpus.jsonl", "2", "empty 2", "empty at 0"]
+    assert table_row(text, "bad.jsonl") == ["bad.jsonl", "1", "invalid_json 1", "invalid_json at 2"]
+
+
+def test_sample_chunks_of_every_bucket(output: str, capsys) -> None:
+    text = report_text(output, capsys).split("\nSample chunks\n", 1)[1]
+    headings = [line for line in text.splitlines() if line.startswith("bucket ")]
+    assert headings == [
+        "bucket 1 (0.1–0.2) · corpus.jsonl · record 1 · chunk 0 · en · 1,400 characters",
+        "bucket 1 (0.1–0.2) · corpus.jsonl · record 2 · chunk 0 · en · 1,000 characters",
+        "bucket 3 (0.3–0.4) · corpus.jsonl · record 1 · chunk 0 · ar · 600 characters",
+        "bucket 7 (0.7–0.8) · code.jsonl · record 1 · chunk 0 · en · 150 characters",
+        "bucket 7 (0.7–0.8) · code.jsonl · record 2 · chunk 0 · mixed · 120 characters",
+    ]
+    assert "    story/a chunk 0 xxx" in text and "…" in text  # cut to a few hundred characters
+    assert max(len(line) for line in text.splitlines() if line.startswith("    ")) <= 4 + 281
 
 
 def test_files_outside_the_bucket_folders_are_not_counted(output: str) -> None:
@@ -258,7 +309,9 @@ def test_html_page_is_self_contained_and_holds_the_numbers(output: str) -> None:
     for label, count in [("0.1–0.2", 4), ("0.3–0.4", 2), ("0.7–0.8", 10)]:
         assert f"{label}: {count:,} chunks" in page
     assert "<td class=num>3,900</td>" in page and "<td class=num>6,450</td>" in page
-    assert "invalid_json" in page and "مقال" not in page  # doc ids are not shown
+    assert "invalid_json" in page
+    assert "<td>bad.jsonl</td><td class=num>1</td><td>invalid_json 1</td><td>invalid_json at 2</td>" in page
+    assert page.count("<figure class=sample>") == 5 and '<blockquote dir="auto">مقال/c chunk 0' in page
 
 
 def test_svg_histogram_thins_labels_when_buckets_are_many() -> None:
