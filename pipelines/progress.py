@@ -1,18 +1,36 @@
 """Progress lines at a steady interval on long runs, from inside the workers.
 
 Each worker process keeps one :class:`Progress` and logs what it has done so far: files
-started, documents, megabytes of text and chunks, with the throughput since it started.
+started, documents, megabytes of text and chunks, with the throughput since it started; the
+process id tells the workers' lines apart.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 
 log = logging.getLogger("zerda.progress")
 DEFAULT_INTERVAL_SECONDS = 10.0
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # the launcher's and the workers' lines alike
+
+
+def use_launcher_format() -> None:
+    """Give the worker process's plain stderr handler the launcher's format.
+
+    Beam's local worker processes (``--direct_running_mode=multi_processing``) print log lines through
+    Python's default stderr handler (``INFO:zerda.progress:...``), set up by the first module-level
+    ``logging.warning`` of their start-up. Only that handler is touched: the launcher's own, pytest's
+    and a remote runner's handlers keep theirs.
+    """
+    for handler in logging.getLogger().handlers:
+        default = handler.formatter is None or handler.formatter._fmt == logging.BASIC_FORMAT
+        if type(handler) is logging.StreamHandler and handler.stream is sys.stderr and default:
+            handler.setFormatter(logging.Formatter(LOG_FORMAT))
 
 
 class Progress:
@@ -23,6 +41,7 @@ class Progress:
         self._clock = clock
         self._lock = threading.Lock()
         self._started = self._last = clock()
+        use_launcher_format()
         self._source = ""
         self.files = self.documents = self.chunks = self.characters = 0
 
@@ -44,6 +63,6 @@ class Progress:
         megabytes = self.characters / 1e6
         elapsed = max(now - self._started, 1e-9)
         return (
-            f"progress: {self.files:,} files, {self.documents:,} documents, "
+            f"progress (pid {os.getpid()}): {self.files:,} files, {self.documents:,} documents, "
             f"{megabytes:,.1f} M characters ({megabytes / elapsed:,.2f} M/s), {self.chunks:,} chunks"
         )

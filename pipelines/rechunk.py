@@ -43,7 +43,7 @@ from pipelines.io.write import (
     prepare_output,
 )
 from pipelines.manifest import BuildManifest, check_accounting, redact_url
-from pipelines.progress import DEFAULT_INTERVAL_SECONDS
+from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.schema import REJECTS_DIR
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
@@ -187,7 +187,7 @@ def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> Pip
 
 def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(level=level, format=LOG_FORMAT, force=True)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_RedactCredentials())
     beam_level = logging.DEBUG if verbose else logging.ERROR if quiet else logging.WARNING

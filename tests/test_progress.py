@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_logs_once_per_interval_with_counts(caplog: pytest.LogCaptureFixture) ->
         clock.now += 5
         progress.add("b.jsonl", 2_000_000, 5)
     assert [r.getMessage() for r in caplog.records] == [
-        "progress: 2 files, 3 documents, 4.0 M characters (0.40 M/s), 10 chunks"
+        f"progress (pid {os.getpid()}): 2 files, 3 documents, 4.0 M characters (0.40 M/s), 10 chunks"
     ]
 
 

@@ -217,6 +217,12 @@ def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expec
     assert "Pipeline_options" not in done.stderr and "sdk harness" not in done.stderr
     assert "semi_persistent_directory" not in done.stderr
     assert ("zerda.progress" in done.stderr) is progress_expected
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO"
+    zerda_lines = [line for line in done.stderr.splitlines() if "zerda" in line]
+    assert all(re.match(rf"{stamp} zerda(\.progress)?: ", line) for line in zerda_lines), zerda_lines
+    if progress_expected:  # the launcher's line and the workers' progress lines, one format
+        assert any(re.match(rf"{stamp} zerda: reading 1 file", line) for line in zerda_lines)
+        assert any(re.match(rf"{stamp} zerda.progress: progress \(pid \d+\): 1 files", line) for line in zerda_lines)
 
 
 @pytest.mark.parametrize("runner", [["--runner", "PortableRunner"], ["--runner=PortableRunner"]])
