@@ -497,6 +497,7 @@ h2 { font-size: 16px; margin: 0 0 12px; }
 .card small { color: var(--muted); text-transform: uppercase; letter-spacing: .04em; font-size: 11px; }
 section { padding: 18px 20px; margin-bottom: 16px; }
 .row { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
+.row { margin-bottom: 16px; }
 .row section { margin-bottom: 0; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { padding: 6px 10px; border-bottom: 1px solid var(--line); white-space: nowrap; }

@@ -380,7 +380,7 @@ def test_html_page_renders_in_headless_chromium(output: str, tmp_path: Path, cap
             "--disable-sync",
             f"--user-data-dir={tmp_path / 'profile'}",
             f"--screenshot={png}",
-            "--window-size=1200,900",
+            f"--window-size=1200,{TALL}",
             page.as_uri(),
         ],
         check=True,
@@ -390,10 +390,19 @@ def test_html_page_renders_in_headless_chromium(output: str, tmp_path: Path, cap
     data = png.read_bytes()
     assert len(data) > 5_000
     width, height, pixels = png_pixels(data)
-    assert (width, height) == (1200, 900)
-    colours = Counter(pixels)
+    assert (width, height) == (1200, TALL)
+    top = pixels[: 900 * width]
+    colours = Counter(top)
     assert len(colours) > 50, "text, bars in several colours and tables, not a blank page"
-    assert colours.most_common(1)[0][1] < 0.9 * len(pixels)
+    assert colours.most_common(1)[0][1] < 0.9 * len(top)
+    # below the first screen: sources, rejects by file and the sample chunks, each band with ink in it
+    background = Counter(pixels).most_common(1)[0][0]
+    for y in range(900, 1900, 200):
+        band = pixels[y * width : (y + 200) * width]
+        assert sum(p != background for p in band) > 0.05 * len(band), f"nothing drawn at y={y}"
+
+
+TALL = 2400
 
 
 def test_a_reader_that_stops_early_gets_no_traceback(output: str) -> None:
