@@ -35,7 +35,7 @@ from pipelines.io.read import (
     split_suffixes,
 )
 from pipelines.records import EXCERPT_CHARS, FileReport, Reject, SourceRecord
-from pipelines.settings import InputSettings, Settings
+from pipelines.settings import CORPUS_FORMATS, InputSettings, Settings
 
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "": lambda data: data,
@@ -431,7 +431,8 @@ def test_unsupported_file_type_is_rejected_without_opening_it(tmp_path: Path) ->
     records, rejects, report = read(tmp_path / "never-created.png")
     assert records == []
     reject = only_reject(rejects)
-    assert (reject.reason, reject.record, reject.message) == ("not_text", 0, "not a corpus file type: .png")
+    message = "not a corpus file type: .png (input.formats can map a suffix to a format)"
+    assert (reject.reason, reject.record, reject.message) == ("not_text", 0, message)
     assert (report.records, report.bytes_read) == (1, 0)
 
 
@@ -752,3 +753,26 @@ def test_sample_corpus_is_bundled_and_readable() -> None:
     assert len(arabic) >= 10
     assert any("SELECT" in r.text for r in records) and any("def " in r.text for r in records)
     assert 140_000 <= sum(len(r.text.encode("utf-8")) for r in records) <= 600_000
+
+
+def test_mapped_suffixes_are_read_as_their_format(tmp_path: Path) -> None:
+    """input.formats reads another suffix (compressed or not, any case) as a known format; unmapped is not_text."""
+    write(tmp_path / "page.HTML", "<p>a page of text</p>")
+    write(tmp_path / "rows.log", jsonl({"id": "r1", "text": "first"}) + jsonl({"text": "second"}), ".gz")
+    write(tmp_path / "notes.xml", "<x/>")
+    settings = InputSettings(formats={".html": "text", ".log": "jsonl"})
+    got = {}
+    for file in expand_inputs([str(tmp_path)]):
+        for item in read_file(file, settings):
+            if not isinstance(item, FileReport):
+                got[item.doc_id] = item.text if isinstance(item, SourceRecord) else item.reason
+    assert got == {
+        "page.HTML": "<p>a page of text</p>",
+        "r1": "first",
+        "rows.log.gz/2": "second",
+        "notes.xml": "not_text",
+    }
+
+
+def test_every_format_the_settings_allow_has_a_reader() -> None:
+    assert set(read_module._FORMATS) == set(CORPUS_FORMATS)

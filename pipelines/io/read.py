@@ -265,8 +265,8 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     named = {suffix.lower(): name for suffix, name in settings.formats.items()}.get(fmt)
     reader = _FORMATS[named] if named else _READERS.get(fmt)
     if reader is None:
-        hint = f" (to read it, map it in input.formats, e.g. {{{fmt}: text}})" if fmt else ""
-        yield ctx.reject(0, file.relative_path, "not_text", f"not a corpus file type: {fmt or 'no suffix'}{hint}")
+        message = f"not a corpus file type: {fmt or 'no suffix'} (input.formats can map a suffix to a format)"
+        yield ctx.reject(0, file.relative_path, "not_text", message)
         yield FileReport(ctx.source, 0, 1)
         return
     emitted, error = 0, ""
