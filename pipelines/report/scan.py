@@ -1,0 +1,208 @@
+"""Reading a finished output back: manifest, chunk aggregates (streamed by Arrow), rejects, samples."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from fsspec.core import url_to_fs
+from pyarrow import acero
+
+from pipelines.report.model import Group, OutputError, RejectedFile, Report, Sample, SourceCounts
+from pipelines.schema import (
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SUFFIX,
+    REJECTS_DIR,
+    SUCCESS_FILE,
+)
+
+_GROUP_KEYS = [PARTITION_COLUMN, "char_count", "language"]
+SAMPLES_PER_BUCKET = 2
+SAMPLE_CHARS = 280
+_SAMPLE_SCAN_ROWS = 256
+
+
+def open_output(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem and root of a finished output; ``OutputError`` when there is none to report."""
+    fs, root = url_to_fs(url)
+    root = root.rstrip("/") or root
+    if not fs.isdir(root):
+        raise OutputError(f"no output at {url}: the directory does not exist")
+    if not fs.exists(posixpath.join(root, SUCCESS_FILE)):
+        raise OutputError(
+            f"{url} has no {SUCCESS_FILE}: the run failed or is still writing, so its numbers would be partial."
+            " Rerun the pipeline into it, then report."
+        )
+    if not fs.exists(posixpath.join(root, MANIFEST_FILE)):
+        raise OutputError(f"{url} has {SUCCESS_FILE} but no {MANIFEST_FILE}: not a zerda output")
+    return fs, root
+
+
+def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
+    with fs.open(posixpath.join(root, MANIFEST_FILE), "rb") as f:
+        manifest: dict[str, Any] = json.load(f)
+    return manifest
+
+
+def _parquet_files(fs: fsspec.AbstractFileSystem, pattern: str) -> list[str]:
+    return sorted(fs.glob(pattern))
+
+
+def scan_chunks(fs: fsspec.AbstractFileSystem, root: str) -> tuple[Group, ...]:
+    """Chunks and first chunks (one per document) by bucket, size and language, aggregated while streaming.
+
+    Only files under ``density_bucket=K/`` count, so a stray temp folder in OUTPUT never adds rows.
+    """
+    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"))
+    if not files:
+        return ()
+    partitioning = ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.int32())]), flavor="hive")
+    dataset = ds.dataset(files, filesystem=fs, format="parquet", partitioning=partitioning, partition_base_dir=root)
+    is_first = pc.equal(pc.field("chunk_index"), 0).cast(pa.int64())
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("scan", acero.ScanNodeOptions(dataset, columns=[*_GROUP_KEYS, "chunk_index"])),
+            acero.Declaration(
+                "project",
+                acero.ProjectNodeOptions([*map(pc.field, _GROUP_KEYS), is_first], [*_GROUP_KEYS, "first"]),
+            ),
+            acero.Declaration(
+                "aggregate",
+                acero.AggregateNodeOptions(
+                    [([], "hash_count_all", None, "chunks"), ("first", "hash_sum", None, "documents")],
+                    keys=_GROUP_KEYS,
+                ),
+            ),
+        ]
+    )
+    rows = plan.to_table().to_pylist()
+    return tuple(
+        Group(row[PARTITION_COLUMN], row["char_count"], row["language"], row["chunks"], row["documents"])
+        for row in sorted(rows, key=lambda row: (row[PARTITION_COLUMN], row["char_count"], row["language"]))
+    )
+
+
+def _chunk_dataset(fs: fsspec.AbstractFileSystem, root: str) -> ds.Dataset | None:
+    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"))
+    return ds.dataset(files, filesystem=fs, format="parquet") if files else None
+
+
+def scan_sources(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, tuple[int, int, int]]:
+    """Per source file: (documents, chunks, characters), aggregated while streaming three columns."""
+    dataset = _chunk_dataset(fs, root)
+    if dataset is None:
+        return {}
+    is_first = pc.equal(pc.field("chunk_index"), 0).cast(pa.int64())
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("scan", acero.ScanNodeOptions(dataset, columns=["source", "chunk_index", "char_count"])),
+            acero.Declaration(
+                "project",
+                acero.ProjectNodeOptions(
+                    [pc.field("source"), is_first, pc.field("char_count").cast(pa.int64())],
+                    ["source", "first", "chars"],
+                ),
+            ),
+            acero.Declaration(
+                "aggregate",
+                acero.AggregateNodeOptions(
+                    [
+                        ("first", "hash_sum", None, "documents"),
+                        ([], "hash_count_all", None, "chunks"),
+                        ("chars", "hash_sum", None, "characters"),
+                    ],
+                    keys=["source"],
+                ),
+            ),
+        ]
+    )
+    return {row["source"]: (row["documents"], row["chunks"], row["characters"]) for row in plan.to_table().to_pylist()}
+
+
+def read_rejects(fs: fsspec.AbstractFileSystem, root: str) -> tuple[dict[str, int], tuple[RejectedFile, ...]]:
+    """Rejected records by reason, and by file (most rejects first), from ``_rejects/`` (absent when none)."""
+    files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"))
+    if not files:
+        return {}, ()
+    table = ds.dataset(files, filesystem=fs, format="parquet").to_table(
+        columns=["source", "record", "reason", "message"]
+    )
+    by_reason: Counter[str] = Counter()
+    by_file: dict[str, tuple[Counter[str], tuple[int, str]]] = {}
+    for row in table.to_pylist():
+        by_reason[row["reason"]] += 1
+        reasons, first = by_file.setdefault(row["source"], (Counter(), (row["record"], row["message"])))
+        reasons[row["reason"]] += 1
+        by_file[row["source"]] = (reasons, min(first, (row["record"], row["message"])))
+    rejected = [
+        RejectedFile(source, sum(reasons.values()), dict(_most_first(reasons)), first[1])
+        for source, (reasons, first) in by_file.items()
+    ]
+    return dict(_most_first(by_reason)), tuple(sorted(rejected, key=lambda f: (-f.rejects, f.source)))
+
+
+def _most_first(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def read_samples(fs: fsspec.AbstractFileSystem, root: str, per_bucket: int = SAMPLES_PER_BUCKET) -> tuple[Sample, ...]:
+    """From the first rows of the first file of each bucket, the first chunk of ``per_bucket`` documents.
+
+    Cheap (one batch of one file a bucket) and the same on every call.
+    """
+    columns = ["source", "record", "chunk_index", "language", "char_count", "text"]
+    samples: list[Sample] = []
+    for folder in sorted(fs.glob(posixpath.join(root, f"{PARTITION_COLUMN}=*")), key=_bucket_of):
+        files = _parquet_files(fs, posixpath.join(folder, f"*{CHUNK_SUFFIX}"))
+        if not files:
+            continue
+        with fs.open(files[0], "rb") as f:
+            parquet = pq.ParquetFile(f)
+            if "text" not in parquet.schema_arrow.names:
+                continue
+            batch = next(parquet.iter_batches(batch_size=_SAMPLE_SCAN_ROWS, columns=columns), None)
+        documents: dict[tuple[str, int], dict[str, Any]] = {}
+        for row in [] if batch is None else batch.to_pylist():
+            documents.setdefault((row["source"], row["record"]), row)  # one chunk a document, for variety
+        rows = list(documents.values())[:per_bucket]
+        samples += [Sample(_bucket_of(folder), **{**row, "text": _cut(row["text"])}) for row in rows]
+    return tuple(samples)
+
+
+def _bucket_of(folder: str) -> int:
+    return int(folder.rstrip("/").rsplit("=", 1)[-1])
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS].rstrip() + "…"
+
+
+def load_report(url: str) -> Report:
+    """Read a finished output; ``OutputError`` if it is missing or unfinished."""
+    fs, root = open_output(url)
+    rejects, rejected_files = read_rejects(fs, root)
+    chunked = scan_sources(fs, root)
+    rejected = {f.source: f.rejects for f in rejected_files}
+    sources = [
+        SourceCounts(source, *chunked.get(source, (0, 0, 0)), rejected.get(source, 0))
+        for source in set(chunked) | set(rejected)
+    ]
+    return Report(
+        output=url,
+        manifest=read_manifest(fs, root),
+        groups=scan_chunks(fs, root),
+        rejects=rejects,
+        sources=tuple(sorted(sources, key=lambda s: (-s.chunks, -s.rejects, s.source))),
+        rejected_files=rejected_files,
+        samples=read_samples(fs, root),
+    )
