@@ -9,15 +9,11 @@ per chunk (dozens a document); tagged output ``rejects``: a
 ``Reject`` for every record that yields no chunk; tagged output ``summaries``: one
 ``(doc_id, {bucket: [chunks, characters, text, overlap]})`` per chunked document, which the
 manifest counts. A failing document becomes a ``chunker_error`` reject, never a crashed job.
-
-Test only: :data:`FAULT_ENV` makes the DoFn fail once, to prove that a failed or retried
-bundle loses and doubles nothing (see :func:`fault_from_env`).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -34,40 +30,6 @@ from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
 
 SUMMARIES = "summaries"
-FAULT_ENV = "ZERDA_INJECT_FAULT"
-
-
-class InjectedFault(RuntimeError):
-    """The worker failure that :data:`FAULT_ENV` asks for (tests only)."""
-
-
-def fault_from_env() -> tuple[str, str] | None:
-    """Test only: ``ZERDA_INJECT_FAULT="<doc_id>@<marker_path>"`` -> (doc_id, marker path), else None.
-
-    With it set, the worker that meets ``doc_id`` first creates the marker file (a local path,
-    atomically: one attempt wins across worker processes) and raises :class:`InjectedFault` before
-    chunking, outside the ``chunker_error`` handling: a worker failure, not a bad document. Later
-    attempts find the marker and go on, so the document fails once, on its first attempt.
-    Never set it in production.
-    """
-    value = os.environ.get(FAULT_ENV, "")
-    if not value:
-        return None
-    doc_id, _, marker = value.rpartition("@")
-    if not doc_id or not marker:
-        raise ValueError(f"{FAULT_ENV} must be '<doc_id>@<marker_path>', got {value!r}")
-    return doc_id, marker
-
-
-def _fail_once(doc_id: str, marker: str) -> None:
-    """Raise InjectedFault if this is the first attempt (the marker did not exist yet)."""
-    try:
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-        return
-    raise InjectedFault(f"injected worker failure on document {doc_id!r} ({FAULT_ENV})")
-
-
 class _RowsFn(beam.DoFn):
     """One document's chunks -> its rows (enriched when asked) and its summary for the manifest."""
 
@@ -80,12 +42,9 @@ class _RowsFn(beam.DoFn):
     def setup(self) -> None:
         self._enricher = MetadataEnricher(top_k=self._enrich.top_k) if self._enrich.keywords else None
         self._progress = Progress(self._progress_seconds)
-        self._fault = fault_from_env()
 
     def process(self, chunks: list[DocumentChunk]) -> Iterator[Any]:
         first = chunks[0].metadata
-        if self._fault is not None and first.doc_id == self._fault[0]:
-            _fail_once(*self._fault)
         try:
             if self._enricher is not None:
                 self._enricher.enrich(chunks)

@@ -2,10 +2,10 @@
 
 How each fault is made:
 
-- Worker failure: ``ZERDA_INJECT_FAULT="<doc_id>@<marker>"`` (``pipelines.chunking``) makes the chunking
-  DoFn raise ``InjectedFault`` once, on the first attempt at that document, after the bundle has
-  already staged files. ``--direct_runner_bundle_repeat=1`` replays every bundle, the commit included,
-  as a runner's retries would.
+- Worker failure: ``ZERDA_INJECT_FAULT="<doc_id>@<marker>"`` with ``tests/fault_injection`` (the test
+  process installs it, worker processes through its ``sitecustomize``) makes the chunking DoFn raise
+  ``InjectedFault`` once, on the first attempt at that document, after the bundle has already staged files.
+  ``--direct_runner_bundle_repeat=1`` replays every bundle, the commit included, as a runner's retries would.
 - Killed job: ``python -m pipelines.rechunk`` in its own process group, SIGKILLed as soon as staged
   files appear under ``OUTPUT/_staging``.
 - S3 faults: a small HTTP proxy on 127.0.0.1 (:class:`FaultProxy`) in front of moto's server; the job
@@ -44,14 +44,16 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+import pipelines.chunking as chunking
 import pipelines.io.read as read_module
 import pipelines.io.write as write_module
-from pipelines.chunking import FAULT_ENV, InjectedFault
 from pipelines.io.read import InputFile, StorageError, read_file
 from pipelines.rechunk import run
 from pipelines.records import Reject
 from pipelines.settings import InputSettings
 from tests.common import DATA, MULTI_PROCESS, REPO
+from tests.fault_injection import zerda_fault
+from tests.fault_injection.zerda_fault import FAULT_ENV, InjectedFault
 from tests.output_checks import read_chunks, read_manifest
 
 if TYPE_CHECKING:
@@ -194,7 +196,10 @@ def test_worker_failure_fails_the_job_and_the_retried_job_has_every_chunk_once(
     corpus, config = fault_corpus
     output, marker = tmp_path / "out", tmp_path / "fault.marker"
     monkeypatch.setenv(FAULT_ENV, f"{FAULT_DOC}@{marker}")
-    monkeypatch.setenv("PYTHONPATH", str(REPO))  # worker processes import pipelines from the checkout
+    monkeypatch.setattr(chunking._RowsFn, "process", chunking._RowsFn.process)  # undone after the test
+    zerda_fault.install()  # in this process; worker processes install it from the folder's sitecustomize
+    # worker processes import pipelines from the checkout, and the fault from tests/fault_injection
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(Path(zerda_fault.__file__).parent)]))
     argv = ["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet", *workers]
 
     # The DirectRunner does not retry a bundle: the job fails. In memory, Beam re-raises the InjectedFault;

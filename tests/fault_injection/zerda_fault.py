@@ -1,0 +1,53 @@
+"""Test only: make zerda's chunking step fail once on one document, from outside the product code.
+
+``ZERDA_INJECT_FAULT="<doc_id>@<marker_path>"`` in the environment, then :func:`install` wraps the
+job's row-building DoFn (``pipelines.chunking._RowsFn.process``): the first attempt at ``doc_id``
+creates the marker file (atomically, so one attempt wins across worker processes) and raises
+:class:`InjectedFault` before the document is chunked, a worker failure rather than a bad document.
+Later attempts find the marker and go on. The test process calls :func:`install` itself; worker
+processes do it through ``sitecustomize.py`` beside this file, found by putting this folder on their
+``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+FAULT_ENV = "ZERDA_INJECT_FAULT"
+
+
+class InjectedFault(RuntimeError):
+    """The worker failure that :data:`FAULT_ENV` asks for."""
+
+
+def _fail_once(doc_id: str, marker: str) -> None:
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    raise InjectedFault(f"injected worker failure on document {doc_id!r} ({FAULT_ENV})")
+
+
+def install() -> None:
+    """Wrap the chunking DoFn when :data:`FAULT_ENV` is set; idempotent."""
+    value = os.environ.get(FAULT_ENV, "")
+    if not value:
+        return
+    doc_id, _, marker = value.rpartition("@")
+    if not doc_id or not marker:
+        raise ValueError(f"{FAULT_ENV} must be '<doc_id>@<marker_path>', got {value!r}")
+    from pipelines import chunking
+
+    original = chunking._RowsFn.process
+    if getattr(original, "_zerda_fault", False):
+        return
+
+    def process(self: Any, chunks: list[Any]) -> Iterator[Any]:
+        if chunks[0].metadata.doc_id == doc_id:
+            _fail_once(doc_id, marker)
+        yield from original(self, chunks)
+
+    process._zerda_fault = True  # type: ignore[attr-defined]
+    chunking._RowsFn.process = process  # type: ignore[method-assign]
