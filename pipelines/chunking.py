@@ -30,6 +30,8 @@ from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
 
 SUMMARIES = "summaries"
+
+
 class _RowsFn(beam.DoFn):
     """One document's chunks -> its rows (enriched when asked) and its summary for the manifest."""
 
