@@ -38,31 +38,53 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 # 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _SEVEN_OR_MORE = (6).__lt__
+_EIGHT_OR_MORE = (7).__lt__
+# a whole word holding an Arabic letter; the lookahead cannot backtrack past a space, so the scan stays linear
+_ARABIC_WORD = re.compile(r"(?<!\S)(?=[^\s\u0620-\u064A]*[\u0620-\u064A])\S+")
 _WINDOW = 1 << 20
-_NEUTRAL_WORD_LENGTH = 3.0
-_LONG_WORD_SPAN = 5.0
+VOCABULARY_WINDOW = 50
+TECH_HITS_FULL = 4.0
+WORD_LENGTH_BASELINE = 4.5
+ARABIC_WORD_LENGTH_BASELINE = 4.1
+WORD_LENGTH_SPAN = 3.0
+LONG_LATIN_WORD = 8
+LONG_WORDS_FULL = 0.5
 
 
 def _estimate_density(text: str) -> float:
     """Information density of ``text`` in [0, 1], by the reference page's weighted formula.
 
-    Words are the whitespace-separated tokens of the text.
+    The four terms and weights are the reference page's; each is defined as a rate or an
+    average, so a text and the same text repeated score alike, and a page and its Arabic
+    translation score alike (checked on the Debian handbook in tests/test_density.py).
+    Words are the whitespace-separated tokens; an Arabic word is one holding an Arabic
+    letter (U+0620-U+064A).
 
     - technical hits (weight 0.4): words that are programming or SQL keywords, API/SDK/HTTP
-      terms or maths terms (``TECHNICAL_WORDS``), plus runs of code punctuation
-      ``{}<>[]()=``, decimal numbers and ``O(...)`` complexities; per 100 characters, capped at 1.
-    - unique vocabulary ratio (0.3): distinct lowercased words / words.
-    - average word length score (0.2): ``(mean word length - 3) / 5`` clamped to [0, 1],
-      so 3-character words score 0 and 8-character words score 1.
-    - Arabic complex hits (0.1): Arabic words of 7 letters or more (diacritics not
-      counted) per 200 characters, capped at 1.
+      terms or maths terms (``TECHNICAL_WORDS``), plus each code punctuation mark
+      ``{}<>[]()=``, decimal numbers and ``O(...)`` complexities; per 100 non-whitespace
+      characters (indentation and script do not dilute it), divided by ``TECH_HITS_FULL``
+      (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
+    - unique vocabulary ratio (0.3): the mean, over consecutive blocks of
+      ``VOCABULARY_WINDOW`` (50) lowercased words, of distinct words / 50 (MSTTR); a last
+      block shorter than 50 is left out, unless the text has no full block, when it is
+      distinct / words. A plain distinct/words ratio falls as a text grows; this does not.
+    - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
+      [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
+      4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
+      the English words of the same pages: short vowels are unwritten). Plain English
+      prose scores about 0.2, Python source about 0.6.
+    - complex words (0.1, the reference page's Arabic complex hits, made script-neutral):
+      the share of long words among all words, times 2, capped at 1. A long word is a run
+      of 7+ Arabic letters (the page's indicator; diacritics U+064B-U+0652 between letters
+      are skipped) or a non-Arabic word of 8+ characters (as rare in English as 7-letter
+      words are in Arabic, on the handbook's parallel pages: 23% and 21% of words).
     The text is scanned in 1 MiB windows, so memory stays bounded on huge documents.
     """
-    total_chars = len(text)
-    if total_chars == 0:
+    if not text:
         return 0.0
-    tech_hits = arabic_hits = words = word_chars = 0
-    vocabulary: set[str] = set()
+    tech_hits = words = word_chars = long_words = arabic_words = distinct = blocks = 0
+    pending: list[str] = []  # lowercased words not yet in a full vocabulary block
     for window in _windows(text):
         tokens = window.split()
         counts = Counter(tokens)
@@ -72,24 +94,33 @@ def _estimate_density(text: str) -> float:
         data = window.encode("utf-8", "surrogatepass")
         tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
+        lengths = list(map(len, tokens))
+        long_words += sum(map(_EIGHT_OR_MORE, lengths))
         if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
+            arabic = list(map(len, _ARABIC_WORD.findall(window)))
+            arabic_words += len(arabic)
+            long_words -= sum(map(_EIGHT_OR_MORE, arabic))
             # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
-            long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
-            arabic_hits += len(_ARABIC_LONG_WORD.findall(long_tokens))
+            long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, lengths)))
+            long_words += len(_ARABIC_LONG_WORD.findall(long_tokens))
         words += len(tokens)
-        word_chars += len("".join(tokens))
-        vocabulary.update(map(str.lower, counts))
+        word_chars += sum(lengths)
+        pending += window.lower().split()
+        full = len(pending) - len(pending) % VOCABULARY_WINDOW
+        for i in range(0, full, VOCABULARY_WINDOW):
+            distinct += len(set(pending[i : i + VOCABULARY_WINDOW]))
+        blocks += full // VOCABULARY_WINDOW
+        del pending[:full]
     if words == 0:
-        vocab_ratio = length_score = 0.0
-    else:
-        vocab_ratio = len(vocabulary) / words
-        mean_length = word_chars / words
-        length_score = min(max((mean_length - _NEUTRAL_WORD_LENGTH) / _LONG_WORD_SPAN, 0.0), 1.0)
+        return 0.0
+    vocab_ratio = distinct / (blocks * VOCABULARY_WINDOW) if blocks else len(set(pending)) / len(pending)
+    baseline = WORD_LENGTH_BASELINE + (ARABIC_WORD_LENGTH_BASELINE - WORD_LENGTH_BASELINE) * arabic_words / words
+    length_score = min(max((word_chars / words - baseline) / WORD_LENGTH_SPAN, 0.0), 1.0)
     density = (
-        min(tech_hits / (total_chars / 100), 1.0) * 0.4
+        min(tech_hits / (word_chars / 100) / TECH_HITS_FULL, 1.0) * 0.4
         + vocab_ratio * 0.3
         + length_score * 0.2
-        + min(arabic_hits / (total_chars / 200), 1.0) * 0.1
+        + min(long_words / words / LONG_WORDS_FULL, 1.0) * 0.1
     )
     return min(max(density, 0.0), 1.0)
 
