@@ -93,6 +93,17 @@ def test_keywords_column_when_enrichment_is_on(tmp_path: Path) -> None:
     assert all(set(k[0]) == {"term", "score"} for k in keywords)
 
 
+def test_section_density_scope_fills_local_density(tmp_path: Path, sample_output: Path) -> None:
+    config = tmp_path / "section.yaml"
+    config.write_text("chunking:\n  density_scope: section\n", encoding="utf-8")
+    output = tmp_path / "out"
+    run(["--input", str(REPO / "tests/data"), "--output", str(output), "--config", str(config), "--quiet"])
+    table = read_chunks(output)
+    local = table["local_density"].to_pylist()
+    assert local and all(0.0 <= d <= 1.0 for d in local)
+    assert set(read_chunks(sample_output)["local_density"].to_pylist()) == {None}, "document scope: no local density"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

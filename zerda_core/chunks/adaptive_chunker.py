@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 from collections import Counter
 from itertools import compress
 
@@ -146,7 +147,10 @@ class AdaptiveChunker(BaseChunker):
 
     ``target_size = max_size - density * (max_size - min_size)``, clamped to
     ``[min_size, max_size]``. A given ``config`` takes precedence over the keyword
-    sizes. ``base_size`` and ``technical_threshold`` are stored, not used in
+    sizes (and ``density_scope``). With ``density_scope="section"`` each chunk's target
+    follows the density of the paragraphs around it (``extra["local_density"]``), so the
+    prose and the code of one manual get different sizes; ``extra["density"]`` stays the
+    whole document's. ``base_size`` and ``technical_threshold`` are stored, not used in
     splitting (density is continuous). Stateless after construction: thread-safe.
     """
 
@@ -160,6 +164,7 @@ class AdaptiveChunker(BaseChunker):
         overlap: int = 128,
         technical_threshold: float = 0.5,
         language: str = "auto",
+        density_scope: str = "document",
     ) -> None:
         if config is None:
             config = ChunkConfig.from_sizes(
@@ -168,6 +173,7 @@ class AdaptiveChunker(BaseChunker):
                 max_size=max_size,
                 overlap=overlap,
                 technical_threshold=technical_threshold,
+                density_scope=density_scope,
             )
         if not isinstance(language, str) or not language:
             raise ValueError("language must be a non-empty string such as 'auto', 'en' or 'ar'")
@@ -178,6 +184,7 @@ class AdaptiveChunker(BaseChunker):
         self.overlap = config.overlap
         self.technical_threshold = config.adaptive_technical_threshold
         self.min_chunk_size = config.min_chunk_size
+        self.density_scope = config.density_scope
         self.language = language
         warning = config.size_warning()
         if warning is not None:
@@ -205,20 +212,65 @@ class AdaptiveChunker(BaseChunker):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        density, target, overlap = self.sizing(text)
+        density, target, _ = self.sizing(text)
         language = detect_language(text) if self.language == "auto" else self.language
-        spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(SentenceEnds(text))
+        sizing = self._local_sizing(text) if self.density_scope == "section" else _Sizing([0], [target], None)
+        spans = _Cutter(text, sizing, self.overlap, self.min_chunk_size).cut(SentenceEnds(text))
         adaptive = ChunkType.ADAPTIVE
+        extras = [{"density": density, "target_size": t} for t in sizing.targets]
+        if sizing.densities is not None:
+            for extra, local in zip(extras, sizing.densities, strict=True):
+                extra["local_density"] = local
         # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk.
         return [
             DocumentChunk(
                 text[start:end],
-                ChunkMetadata(
-                    doc_id, source, index, adaptive, language, start, end, {"density": density, "target_size": target}
-                ),
+                ChunkMetadata(doc_id, source, index, adaptive, language, start, end, dict(extras[block])),
             )
-            for index, (start, end) in enumerate(spans)
+            for index, (start, end, block) in enumerate(spans)
         ]
+
+    def _local_sizing(self, text: str) -> _Sizing:
+        """Targets by block of paragraphs: each block's density is measured with its neighbours on both sides."""
+        starts = _paragraph_blocks(text, max(self.max_size, self.min_size, SECTION_BLOCK_MIN))
+        bounds = [*starts, len(text)]
+        last = len(starts) - 1
+        densities = [
+            round(_estimate_density(text[starts[max(i - 1, 0)] : bounds[min(i + 2, last + 1)]]), 4)
+            for i in range(len(starts))
+        ]
+        return _Sizing(starts, [self.target_size(d) for d in densities], densities)
+
+
+SECTION_BLOCK_MIN = 500
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
+
+
+def _paragraph_blocks(text: str, size: int) -> list[int]:
+    """Starts of consecutive blocks of about ``size`` characters, ending at a blank line (else a newline) when near."""
+    starts = [0]
+    while starts[-1] + size < len(text):
+        reach = starts[-1] + size
+        found = _PARAGRAPH_BREAK.search(text, reach, reach + 2 * size)
+        cut = found.end() if found else text.find("\n", reach, reach + 2 * size) + 1 or reach + 2 * size
+        if cut >= len(text):
+            break
+        starts.append(cut)
+    return starts
+
+
+class _Sizing:
+    """Targets by block: block ``i`` covers ``[starts[i], starts[i + 1])``; one block for whole-document density."""
+
+    __slots__ = ("densities", "starts", "targets")
+
+    def __init__(self, starts: list[int], targets: list[int], densities: list[float] | None) -> None:
+        self.starts = starts
+        self.targets = targets
+        self.densities = densities
+
+    def block_at(self, position: int) -> int:
+        return bisect_right(self.starts, position) - 1
 
 
 _WORD_START = re.compile(r"(?<!\S)\S")
@@ -227,22 +279,34 @@ _SPACES = (" ", "\t", "\n", "\r")
 
 
 class _Cutter:
-    """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most ``target`` characters.
+    """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most their target.
 
-    A chunk after the first starts inside the last ``overlap`` characters of the one
-    before, snapped forward to a word start (shrunk further when that lets the next
-    sentence fit whole). A sentence that cannot fit is cut at the last whitespace in
-    reach (a newline in the second half of the window is preferred), else at a character.
+    A chunk's target is its block's (``_Sizing``), taken where the chunk starts. A chunk
+    after the first starts inside the last ``overlap`` characters of the one before (capped
+    at half that chunk's target), snapped forward to a word start (shrunk further when that
+    lets the next sentence fit whole). A sentence that cannot fit is cut at the last
+    whitespace in reach (a newline in the second half of the window is preferred), else at
+    a character.
     """
 
-    def __init__(self, text: str, target: int, overlap: int, min_chunk_size: int) -> None:
+    def __init__(self, text: str, sizing: _Sizing, overlap: int, min_chunk_size: int) -> None:
         self.text = text
-        self.target = target
-        self.overlap = overlap
+        self.sizing = sizing
+        self.max_overlap = overlap
         self.min_chunk_size = min_chunk_size
+        self.block = 0
+        self._aim(0)
 
-    def cut(self, ends: SentenceEnds) -> list[tuple[int, int]]:
-        chunks: list[tuple[int, int]] = []
+    def _aim(self, start: int | None) -> None:
+        """Take the target and overlap of the block holding ``start`` (a new chunk's start)."""
+        if start is not None and len(self.sizing.starts) > 1:
+            self.block = self.sizing.block_at(start)
+        self.target = self.sizing.targets[self.block]
+        self.overlap = min(self.max_overlap, self.target // 2)
+
+    def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
+        """Chunks as ``(start, end, block)``."""
+        chunks: list[tuple[int, int, int]] = []
         start: int | None = None  # the open chunk's start; it may lie inside the previous chunk
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
@@ -252,19 +316,22 @@ class _Cutter:
             while True:
                 if start is None or (not fresh and start + self.target <= s):
                     start, end, fresh = s, s, False
+                    self._aim(start)
                 if e - start <= self.target:  # this sentence fits, and maybe more after it
                     end, fresh = ends.last_within(start + self.target), True
                     break
                 if fresh:
-                    chunks.append((start, end))
+                    chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
+                    self._aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, start + self.target)
-                chunks.append((start, piece_end))
+                chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
+                self._aim(start)
             s = ends.start_after(end)
         if fresh and start is not None:
-            chunks.append((start, end))
+            chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
 
     def _next_start(self, start: int, end: int, next_end: int) -> int | None:
@@ -294,11 +361,11 @@ class _Cutter:
         rest = _NON_SPACE.search(text, cut)
         return piece_end, rest.start() if rest else len(text)
 
-    def _merge_short_tail(self, chunks: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """A final chunk adding fewer than ``min_chunk_size`` new characters joins the one before."""
+    def _merge_short_tail(self, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """A final chunk adding fewer than ``min_chunk_size`` new characters joins the one before (and its target)."""
         if len(chunks) < 2:
             return chunks
-        (prev_start, prev_end), (_, last_end) = chunks[-2], chunks[-1]
+        (prev_start, prev_end, block), (_, last_end, _) = chunks[-2], chunks[-1]
         if len(self.text[prev_end:last_end].strip()) < self.min_chunk_size:
-            chunks[-2:] = [(prev_start, last_end)]
+            chunks[-2:] = [(prev_start, last_end, block)]
         return chunks
