@@ -102,8 +102,10 @@ def reference_density(text: str) -> float:
     technical += sum(text.count(mark) for mark in CODE_PUNCTUATION)
     technical += len(re.findall(r"(?<=[0-9])\.(?=[0-9])", text)) + len(re.findall(r"O\([^()\n]{1,20}\)", text))
     lowered = [word.lower() for word in words]
-    blocks = [lowered[i : i + 50] for i in range(0, len(lowered) - 49, 50)]
-    vocabulary = sum(len(set(b)) / 50 for b in blocks) / len(blocks) if blocks else len(set(lowered)) / len(words)
+    m = min(32, len(words) // 50)
+    starts = [k * (len(words) - 50) // (m - 1) for k in range(m)] if m > 1 else [0]
+    blocks = [lowered[start : start + 50] for start in starts]
+    vocabulary = sum(len(set(b)) for b in blocks) / sum(len(b) for b in blocks)
     arabic = [word for word in words if re.search("[\u0620-\u064a]", word)]
     baseline = (4.5 * (len(words) - len(arabic)) + 4.1 * len(arabic)) / len(words)
     long_words = sum(len(re.findall("[\u0620-\u064a]{7,}", re.sub("[\u064b-\u0652]", "", word))) for word in arabic)

@@ -40,10 +40,10 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _SEVEN_OR_MORE = (6).__lt__
 _EIGHT_OR_MORE = (7).__lt__
-# a whole word holding an Arabic letter; the lookahead cannot backtrack past a space, so the scan stays linear
-_ARABIC_WORD = re.compile(r"(?<!\S)(?=[^\s\u0620-\u064A]*[\u0620-\u064A])\S+")
+_ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
 _WINDOW = 1 << 20
 VOCABULARY_WINDOW = 50
+VOCABULARY_BLOCKS = 32
 TECH_HITS_FULL = 4.0
 WORD_LENGTH_BASELINE = 4.5
 ARABIC_WORD_LENGTH_BASELINE = 4.1
@@ -66,10 +66,12 @@ def _estimate_density(text: str) -> float:
       ``{}<>[]()=``, decimal numbers and ``O(...)`` complexities; per 100 non-whitespace
       characters (indentation and script do not dilute it), divided by ``TECH_HITS_FULL``
       (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
-    - unique vocabulary ratio (0.3): the mean, over consecutive blocks of
-      ``VOCABULARY_WINDOW`` (50) lowercased words, of distinct words / 50 (MSTTR); a last
-      block shorter than 50 is left out, unless the text has no full block, when it is
-      distinct / words. A plain distinct/words ratio falls as a text grows; this does not.
+    - unique vocabulary ratio (0.3): the mean, over blocks of ``VOCABULARY_WINDOW`` (50)
+      consecutive lowercased words, of distinct words / 50 (a mean segmental type-token
+      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (32), spread evenly over
+      the ``n`` words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a
+      text of fewer than 100 words has one block, its first 50 words (or all of them). A plain
+      distinct/words ratio falls as a text grows; this does not, and its cost is bounded.
     - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
       [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
       4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
@@ -80,12 +82,12 @@ def _estimate_density(text: str) -> float:
       of 7+ Arabic letters (the page's indicator; diacritics U+064B-U+0652 between letters
       are skipped) or a non-Arabic word of 8+ characters (as rare in English as 7-letter
       words are in Arabic, on the handbook's parallel pages: 23% and 21% of words).
-    The text is scanned in 1 MiB windows, so memory stays bounded on huge documents.
+    The text is scanned in 1 MiB windows, so memory stays bounded on huge documents (each
+    window gives its own vocabulary blocks).
     """
     if not text:
         return 0.0
-    tech_hits = words = word_chars = long_words = arabic_words = distinct = blocks = 0
-    pending: list[str] = []  # lowercased words not yet in a full vocabulary block
+    tech_hits = words = word_chars = long_words = arabic_words = distinct = block_words = 0
     for window in _windows(text):
         tokens = window.split()
         counts = Counter(tokens)
@@ -95,26 +97,23 @@ def _estimate_density(text: str) -> float:
         data = window.encode("utf-8", "surrogatepass")
         tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
-        lengths = list(map(len, tokens))
-        long_words += sum(map(_EIGHT_OR_MORE, lengths))
+        # long tokens counted once per distinct token, weighted by how often it occurs
+        long_words += sum(compress(counts.values(), map(_EIGHT_OR_MORE, map(len, counts))))
         if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
-            arabic = list(map(len, _ARABIC_WORD.findall(window)))
-            arabic_words += len(arabic)
-            long_words -= sum(map(_EIGHT_OR_MORE, arabic))
+            arabic = [word for word in counts if _ARABIC_LETTER.search(word)]  # distinct Arabic words
+            arabic_words += sum(map(counts.__getitem__, arabic))
+            long_words -= sum(map(counts.__getitem__, compress(arabic, map(_EIGHT_OR_MORE, map(len, arabic)))))
             # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
-            long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, lengths)))
+            long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
             long_words += len(_ARABIC_LONG_WORD.findall(long_tokens))
         words += len(tokens)
-        word_chars += sum(lengths)
-        pending += window.lower().split()
-        full = len(pending) - len(pending) % VOCABULARY_WINDOW
-        for i in range(0, full, VOCABULARY_WINDOW):
-            distinct += len(set(pending[i : i + VOCABULARY_WINDOW]))
-        blocks += full // VOCABULARY_WINDOW
-        del pending[:full]
+        word_chars += len("".join(tokens))
+        for block in _vocabulary_blocks(tokens):
+            distinct += len(set(map(str.lower, block)))
+            block_words += len(block)
     if words == 0:
         return 0.0
-    vocab_ratio = distinct / (blocks * VOCABULARY_WINDOW) if blocks else len(set(pending)) / len(pending)
+    vocab_ratio = distinct / block_words
     baseline = WORD_LENGTH_BASELINE + (ARABIC_WORD_LENGTH_BASELINE - WORD_LENGTH_BASELINE) * arabic_words / words
     length_score = min(max((word_chars / words - baseline) / WORD_LENGTH_SPAN, 0.0), 1.0)
     density = (
@@ -124,6 +123,16 @@ def _estimate_density(text: str) -> float:
         + min(long_words / words / LONG_WORDS_FULL, 1.0) * 0.1
     )
     return min(max(density, 0.0), 1.0)
+
+
+def _vocabulary_blocks(tokens: list[str]) -> list[list[str]]:
+    """Up to ``VOCABULARY_BLOCKS`` blocks of ``VOCABULARY_WINDOW`` words, spread evenly; all words when fewer."""
+    n, size = len(tokens), VOCABULARY_WINDOW
+    count = min(VOCABULARY_BLOCKS, n // size)
+    if count <= 1:
+        return [tokens[:size]] if count else [tokens]
+    starts = [k * (n - size) // (count - 1) for k in range(count)]
+    return [tokens[start : start + size] for start in starts]
 
 
 def _windows(text: str) -> list[str]:
@@ -278,6 +287,10 @@ _NON_SPACE = re.compile(r"\S")
 _SPACES = (" ", "\t", "\n", "\r")
 
 
+def _one_target(_start: int | None) -> None:
+    """A document with one target: nothing to change when a chunk starts."""
+
+
 class _Cutter:
     """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most their target.
 
@@ -299,7 +312,7 @@ class _Cutter:
 
     def _aim(self, start: int | None) -> None:
         """Take the target and overlap of the block holding ``start`` (a new chunk's start)."""
-        if start is not None and len(self.sizing.starts) > 1:
+        if start is not None:
             self.block = self.sizing.block_at(start)
         self.target = self.sizing.targets[self.block]
         self.overlap = min(self.max_overlap, self.target // 2)
@@ -311,24 +324,25 @@ class _Cutter:
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
         s = ends.start_after(0)  # the current sentence's start
+        aim = self._aim if len(self.sizing.starts) > 1 else _one_target
         while s < len(self.text):
             e = ends.first_after(s)
             while True:
                 if start is None or (not fresh and start + self.target <= s):
                     start, end, fresh = s, s, False
-                    self._aim(start)
+                    aim(start)
                 if e - start <= self.target:  # this sentence fits, and maybe more after it
                     end, fresh = ends.last_within(start + self.target), True
                     break
                 if fresh:
                     chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
-                    self._aim(start)
+                    aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, start + self.target)
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
-                self._aim(start)
+                aim(start)
             s = ends.start_after(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))
