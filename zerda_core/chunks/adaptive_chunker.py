@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from itertools import compress
 
@@ -19,6 +19,7 @@ from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
 from zerda_core.chunks.sentences import SentenceEnds
+from zerda_core.chunks.structure import Structure, find_structure
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
 
 log = logging.getLogger(__name__)
@@ -224,20 +225,28 @@ class AdaptiveChunker(BaseChunker):
         density, target, _ = self.sizing(text)
         language = detect_language(text) if self.language == "auto" else self.language
         sizing = self._local_sizing(text) if self.density_scope == "section" else _Sizing([0], [target], None)
-        spans = _Cutter(text, sizing, self.overlap, self.min_chunk_size).cut(SentenceEnds(text))
+        ends, structure = SentenceEnds(text), find_structure(text)
+        breaks = _keep_fences_whole(ends, structure, sizing)
+        spans = _Cutter(text, sizing, self.overlap, self.min_chunk_size, breaks).cut(ends)
         adaptive = ChunkType.ADAPTIVE
         extras = [{"density": density, "target_size": t} for t in sizing.targets]
         if sizing.densities is not None:
             for extra, local in zip(extras, sizing.densities, strict=True):
                 extra["local_density"] = local
         # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk.
-        return [
+        chunks = [
             DocumentChunk(
                 text[start:end],
                 ChunkMetadata(doc_id, source, index, adaptive, language, start, end, dict(extras[block])),
             )
             for index, (start, end, block) in enumerate(spans)
         ]
+        if structure.heading_starts:
+            for chunk in chunks:
+                section = structure.section_at(chunk.metadata.start_char)
+                if section:
+                    chunk.metadata.extra["section"] = section
+        return chunks
 
     def _local_sizing(self, text: str) -> _Sizing:
         """Targets by block of paragraphs: each block's density is measured with its neighbours on both sides."""
@@ -251,7 +260,26 @@ class AdaptiveChunker(BaseChunker):
         return _Sizing(starts, [self.target_size(d) for d in densities], densities)
 
 
+def _keep_fences_whole(ends: SentenceEnds, structure: Structure, sizing: _Sizing) -> list[int]:
+    """Make headings and fence edges sentence ends, and each fenced block that fits its target one sentence.
+
+    Returns the structural ends a chunk prefers to stop at: before a blank line, a heading or a fence,
+    and after a fence.
+    """
+    targets = sizing.targets
+    whole = [(a, b) for a, b in structure.fences if b - a <= targets[sizing.block_at(a)]]
+    if structure.breaks or whole:
+        ends.restructure(structure.breaks, whole)
+    breaks = sorted({*ends.paragraph_ends, *structure.breaks})
+    for start, end in whole:
+        breaks[bisect_right(breaks, start) : bisect_left(breaks, end)] = []
+    return breaks
+
+
 SECTION_BLOCK_MIN = 500
+# A chunk that has reached this share of its target ends at the last blank line, heading or fence edge
+# in reach rather than at the last sentence end.
+STRUCTURE_SHARE = 0.6
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 
 
@@ -302,8 +330,9 @@ class _Cutter:
     a character.
     """
 
-    def __init__(self, text: str, sizing: _Sizing, overlap: int, min_chunk_size: int) -> None:
+    def __init__(self, text: str, sizing: _Sizing, overlap: int, min_chunk_size: int, breaks: list[int]) -> None:
         self.text = text
+        self.breaks = breaks
         self.sizing = sizing
         self.max_overlap = overlap
         self.min_chunk_size = min_chunk_size
@@ -335,6 +364,10 @@ class _Cutter:
                     end, fresh = ends.last_within(start + self.target), True
                     break
                 if fresh:
+                    better = self._structural_end(ends, start, end)
+                    if better != end:  # the chunk ends earlier: the sentence after it is another one
+                        end, s = better, ends.start_after(better)
+                        e = ends.first_after(s)
                     chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
                     aim(start)
@@ -348,17 +381,36 @@ class _Cutter:
             chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
 
+    def _structural_end(self, ends: SentenceEnds, start: int, end: int) -> int:
+        """The last structural end in ``[start + STRUCTURE_SHARE * target, end]``, else ``end``."""
+        breaks = self.breaks
+        lowest = start + int(self.target * STRUCTURE_SHARE)
+        i = bisect_right(breaks, end) - 1
+        while i >= 0 and breaks[i] >= lowest:
+            if breaks[i] > start and ends.is_end(breaks[i]):
+                return breaks[i]
+            i -= 1
+        return end
+
     def _next_start(self, start: int, end: int, next_end: int) -> int | None:
-        """Where the chunk after ``[start, end)`` begins: inside its overlap, or ``None`` for no overlap."""
+        """Where the chunk after ``[start, end)`` begins: inside its overlap, or ``None`` for no overlap.
+
+        No overlap when any would keep the next sentence (ending at ``next_end``) from fitting
+        although it fits alone: a fenced block that fits is never cut for the sake of overlap.
+        """
         if self.overlap == 0:
             return None
         lowest = max(end - self.overlap, start + 1)
         fitting = max(lowest, next_end - self.target)
-        for low in (fitting, lowest):
-            if low < end:
-                word = _WORD_START.search(self.text, low, end)
-                if word is not None:
-                    return word.start()
+        word = _WORD_START.search(self.text, fitting, end) if fitting < end else None
+        if word is not None:
+            return word.start()
+        following = _NON_SPACE.search(self.text, end)
+        if following is not None and next_end - following.start() <= self.target:
+            return None  # no overlap lets the next sentence fit, and it fits alone
+        word = _WORD_START.search(self.text, lowest, end) if lowest < end else None
+        if word is not None:
+            return word.start()
         return lowest if lowest < end else None
 
     def _cut_sentence(self, s: int, limit: int) -> tuple[int, int]:
