@@ -1,13 +1,14 @@
 """Markdown and reStructuredText structure the chunker cuts along: headings with their paths, fenced code.
 
-- ATX headings (``# Title``, up to 3 spaces before, levels 1-6 by the number of ``#``).
+- ATX headings (``# Title`` at the start of a line, levels 1-6 by the number of ``#``).
 - Underlined titles (reStructuredText sections, Markdown setext): a line of text after a blank
   line (or the start), then a line of one punctuation mark repeated at least 3 times and at
   least as long as the title. Levels follow the order in which each mark first appears (the
   reStructuredText rule; Markdown's ``=`` then ``-`` give 1 then 2). An overline of the same
   mark belongs to the heading.
-- Fenced code blocks: a line opening with 3+ backticks or tildes (up to 3 spaces before), closed
-  by a line of the same mark at least as long. An unclosed fence is no block. Headings inside
+- Fenced code blocks: a line opening with 3+ backticks or tildes, closed by a line of the same
+  mark at least as long. Indented headings and fences are not recognised (their scan would cost
+  a regex step at every line). An unclosed fence is no block. Headings inside
   blocks are ignored.
 """
 
@@ -19,13 +20,12 @@ from dataclasses import dataclass, field
 
 from zerda_core.chunks.sentences import _visible_end
 
-_MARK_LINE = (
-    r"(?: {0,3}(?P<atx>#{1,6})[ \t]"
-    r"| {0,3}(?P<fence>`{3,}|~{3,})"
-    r"|(?P<under>([=\-~^\"'`#*+:.])\4{2,})[ \t]*(?=\r?\n|\Z))"
-)
-_AFTER_NEWLINE = re.compile("\n" + _MARK_LINE)  # a literal first character: the scan skips ahead quickly
-_AT_START = re.compile(_MARK_LINE)
+# Candidate lines, each found by a regex with a literal first character, which the scan skips to quickly:
+# a line opening with "#" and a space (ATX), or with three equal marks (a fence or an underline).
+_ATX_AFTER_NEWLINE = re.compile(r"\n#{1,6}[ \t]")
+_MARKS_AFTER_NEWLINE = re.compile(r"\n([=\-~^\"'`#*+:.])\1\1")
+_ATX_LINE = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_FENCE_LINE = re.compile(r"(`{3,}|~{3,})")
 SEPARATOR = " > "
 
 
@@ -50,24 +50,26 @@ def find_structure(text: str) -> Structure:
     levels: dict[str, int] = {}  # underline mark -> level, in order of first appearance
     stack: list[tuple[int, str]] = []  # (level, title) of the open sections
     fence: tuple[int, str] | None = None  # the open fence's start and mark
-    first = _AT_START.match(text)
-    matches = ([first] if first else []) + list(_AFTER_NEWLINE.finditer(text))
-    for match in matches:
-        line_start = match.start() + (match.re is _AFTER_NEWLINE)
+    starts = {m.start() + 1 for m in _ATX_AFTER_NEWLINE.finditer(text)}
+    starts.update(m.start() + 1 for m in _MARKS_AFTER_NEWLINE.finditer(text))
+    starts.add(0)
+    for line_start in sorted(starts):
         line_end = _line_end(text, line_start)
-        line = text[line_start:line_end].strip()
-        mark = match["fence"]
+        raw = text[line_start:line_end]
+        line = raw.strip()
+        opening = _FENCE_LINE.match(raw)
+        mark = opening.group() if opening else ""
         if fence is not None:
             if mark and line == mark[0] * len(line) and len(line) >= len(fence[1]) and line[0] == fence[1][0]:
-                found.fences.append((fence[0], line_start + len(text[line_start:line_end].rstrip())))
+                found.fences.append((fence[0], line_start + len(raw.rstrip())))
                 found.breaks += [_visible_end(text, fence[0]), found.fences[-1][1]]
                 fence = None
             continue
         if mark and not _underlines(text, line_start, line):
-            if text.find(mark[0] * len(mark), line_end) != -1:  # a fence is a block only when it is closed
+            if text.find("\n" + mark, line_end) != -1:  # a fence is a block only when it is closed
                 fence = (line_start, mark)
             continue
-        heading = _heading(text, match, line_start, line, levels)
+        heading = _heading(text, line_start, line, levels)
         if heading is None:
             continue
         start, level, title = heading
@@ -82,27 +84,24 @@ def find_structure(text: str) -> Structure:
     return found
 
 
-def _heading(
-    text: str, match: re.Match[str], line_start: int, line: str, levels: dict[str, int]
-) -> tuple[int, int, str] | None:
-    """(start, level, title) of the heading this mark line makes, or ``None``."""
-    if match["atx"]:
-        title = line.lstrip("#").strip().rstrip("#").strip()
-        return (line_start, len(match["atx"]), title) if title else None
+def _heading(text: str, line_start: int, line: str, levels: dict[str, int]) -> tuple[int, int, str] | None:
+    """(start, level, title) of the heading the line at ``line_start`` makes, or ``None``."""
+    atx = _ATX_LINE.match(line)
+    if atx:
+        return (line_start, len(atx.group(1)), atx.group(2)) if atx.group(2) else None
     if not _underlines(text, line_start, line):
         return None
     title_start = text.rfind("\n", 0, line_start - 1) + 1
     title = text[title_start : line_start - 1].strip()
-    before = text.rfind("\n", 0, max(title_start - 1, 0)) + 1
     start = title_start
     if title_start > 0:
+        before = text.rfind("\n", 0, title_start - 1) + 1
         previous = text[before : title_start - 1].strip()
         if previous == line:  # an overline: the heading starts there
             start = before
         elif previous:
             return None  # a title follows a blank line
-    mark = line[0]
-    level = levels.setdefault(mark, len(levels) + 1)
+    level = levels.setdefault(line[0], len(levels) + 1)
     return start, level, title
 
 
