@@ -13,7 +13,7 @@ import logging
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from itertools import compress
+from itertools import compress, filterfalse
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
@@ -41,7 +41,7 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _SEVEN_OR_MORE = (6).__lt__
 _EIGHT_OR_MORE = (7).__lt__
-_ARABIC_LETTER = re.compile(r"[\u0620-\u064A]")
+_ARABIC_LINE = re.compile(r"^[^\n\u0620-\u064A]*[\u0620-\u064A][^\n]*", re.MULTILINE)
 _WINDOW = 1 << 20
 VOCABULARY_WINDOW = 50
 VOCABULARY_BLOCKS = 32
@@ -101,7 +101,8 @@ def _estimate_density(text: str) -> float:
         # long tokens counted once per distinct token, weighted by how often it occurs
         long_words += sum(compress(counts.values(), map(_EIGHT_OR_MORE, map(len, counts))))
         if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
-            arabic = [word for word in counts if _ARABIC_LETTER.search(word)]  # distinct Arabic words
+            # the distinct non-ASCII words, one a line: one regex pass picks the Arabic ones
+            arabic = _ARABIC_LINE.findall("\n".join(filterfalse(str.isascii, counts)))
             arabic_words += sum(map(counts.__getitem__, arabic))
             long_words -= sum(map(counts.__getitem__, compress(arabic, map(_EIGHT_OR_MORE, map(len, arabic)))))
             # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
