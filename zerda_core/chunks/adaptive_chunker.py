@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import Counter
 from itertools import compress, filterfalse
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
-from zerda_core.chunks.sentences import SentenceEnds
+from zerda_core.chunks.sentences import SentenceEnds, drop_inside
 from zerda_core.chunks.structure import Structure, find_structure
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
 
@@ -40,7 +40,6 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 # 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _SEVEN_OR_MORE = (6).__lt__
-_EIGHT_OR_MORE = (7).__lt__
 _ARABIC_LINE = re.compile(r"^[^\n\u0620-\u064A]*[\u0620-\u064A][^\n]*", re.MULTILINE)
 _WINDOW = 1 << 20
 VOCABULARY_WINDOW = 50
@@ -50,6 +49,7 @@ WORD_LENGTH_BASELINE = 4.5
 ARABIC_WORD_LENGTH_BASELINE = 4.1
 WORD_LENGTH_SPAN = 3.0
 LONG_LATIN_WORD = 8
+_LONG_LATIN = (LONG_LATIN_WORD - 1).__lt__
 LONG_WORDS_FULL = 0.5
 
 
@@ -81,8 +81,9 @@ def _estimate_density(text: str) -> float:
     - complex words (0.1, the reference page's Arabic complex hits, made script-neutral):
       the share of long words among all words, times 2, capped at 1. A long word is a run
       of 7+ Arabic letters (the page's indicator; diacritics U+064B-U+0652 between letters
-      are skipped) or a non-Arabic word of 8+ characters (as rare in English as 7-letter
-      words are in Arabic, on the handbook's parallel pages: 23% and 21% of words).
+      are skipped) or a non-Arabic word of ``LONG_LATIN_WORD`` (8)+ characters (about as
+      frequent in English as 7-letter words in Arabic, on the handbook's parallel pages:
+      23% and 21% of words).
     The text is scanned in 1 MiB windows, so memory stays bounded on huge documents (each
     window gives its own vocabulary blocks).
     """
@@ -99,12 +100,12 @@ def _estimate_density(text: str) -> float:
         tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
         # long tokens counted once per distinct token, weighted by how often it occurs
-        long_words += sum(compress(counts.values(), map(_EIGHT_OR_MORE, map(len, counts))))
+        long_words += sum(compress(counts.values(), map(_LONG_LATIN, map(len, counts))))
         if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
             # the distinct non-ASCII words, one a line: one regex pass picks the Arabic ones
             arabic = _ARABIC_LINE.findall("\n".join(filterfalse(str.isascii, counts)))
             arabic_words += sum(map(counts.__getitem__, arabic))
-            long_words -= sum(map(counts.__getitem__, compress(arabic, map(_EIGHT_OR_MORE, map(len, arabic)))))
+            long_words -= sum(map(counts.__getitem__, compress(arabic, map(_LONG_LATIN, map(len, arabic)))))
             # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
             long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
             long_words += len(_ARABIC_LONG_WORD.findall(long_tokens))
@@ -271,10 +272,7 @@ def _keep_fences_whole(ends: SentenceEnds, structure: Structure, sizing: _Sizing
     whole = [(a, b) for a, b in structure.fences if b - a <= targets[sizing.block_at(a)]]
     if structure.breaks or whole:
         ends.restructure(structure.breaks, whole)
-    breaks = sorted({*ends.paragraph_ends, *structure.breaks})
-    for start, end in whole:
-        breaks[bisect_right(breaks, start) : bisect_left(breaks, end)] = []
-    return breaks
+    return drop_inside(sorted({*ends.paragraph_ends, *structure.breaks}), whole)
 
 
 SECTION_BLOCK_MIN = 500

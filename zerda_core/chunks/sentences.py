@@ -88,10 +88,7 @@ class SentenceEnds:
 
         A chunker makes a heading start a sentence and a fenced code block one sentence this way.
         """
-        ends = sorted({*self.ends, *extra})
-        for start, end in keep_whole:
-            ends[bisect_right(ends, start) : bisect_left(ends, end)] = []
-        self.ends = ends
+        self.ends = drop_inside(sorted({*self.ends, *extra}), keep_whole)
 
     def first_after(self, position: int) -> int:
         """The first end after ``position``; ``position`` must lie before the text's last visible character."""
@@ -128,6 +125,13 @@ class SentenceEnds:
             or end == self.last
             or _BLANK_LINE_AFTER.match(text, end) is not None
         )
+
+
+def drop_inside(positions: list[int], spans: list[tuple[int, int]]) -> list[int]:
+    """``positions`` (sorted) without those strictly inside any of ``spans``."""
+    for start, end in spans:
+        positions[bisect_right(positions, start) : bisect_left(positions, end)] = []
+    return positions
 
 
 def _visible_end(text: str, end: int) -> int:
