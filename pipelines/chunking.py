@@ -83,6 +83,8 @@ class _RowsFn(beam.DoFn):
             "language": meta.language,
             "config_fingerprint": self._fingerprint,
             "keywords": None if keywords is None else [{"term": t, "score": s} for t, s in keywords],
+            "local_density": meta.extra.get("local_density"),
+            "section": meta.extra.get("section"),
             PARTITION_COLUMN: bucket,
         }
 

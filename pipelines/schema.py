@@ -7,8 +7,10 @@
 - ``density_bucket(density, width)``: the partition a chunk goes to; shared by the chunking
   transform (which adds it to each row) and the writer (which turns it into a directory).
 
-Every column is required except ``keywords`` (null when enrichment is off), so the writer can
-refuse a row that lacks a field instead of storing a silent null.
+Every column is required except ``keywords`` (null when enrichment is off), ``local_density``
+(null unless ``chunking.density_scope`` is ``section``) and ``section`` (the Markdown/rST heading
+path, null when the chunk has none), so the writer can refuse a row that lacks a field instead of
+storing a silent null.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ CHUNK_SCHEMA = pa.schema(
         _required("language", pa.string()),
         _required("config_fingerprint", pa.string()),
         pa.field("keywords", KEYWORDS_TYPE, nullable=True),
+        pa.field("local_density", pa.float64(), nullable=True),
+        pa.field("section", pa.string(), nullable=True),
     ]
 )
 

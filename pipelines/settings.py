@@ -24,7 +24,7 @@ import yaml
 
 import zerda_core
 from zerda_core.chunks import AdaptiveChunker
-from zerda_core.chunks.config import ChunkConfig
+from zerda_core.chunks.config import DENSITY_SCOPES, ChunkConfig
 
 
 class SettingsError(ValueError):
@@ -119,6 +119,11 @@ class ChunkingSettings(_Section):
         100, NON_NEGATIVE_INT, "Documents shorter than this are rejected; shorter tails join the chunk before."
     )
     language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")
+    density_scope: str = _setting(
+        "document",
+        _one_of(*DENSITY_SCOPES),
+        "`document`: one density and target per document; `section`: the paragraphs around each chunk set its target.",
+    )
 
     def _cross_checks(self) -> list[str]:
         """The library's own size rule (``ChunkConfig``), once every key has the right type."""
@@ -139,6 +144,7 @@ class ChunkingSettings(_Section):
             overlap=self.overlap,
             technical_threshold=self.technical_threshold,
             min_chunk_size=self.min_chunk_size,
+            density_scope=self.density_scope,
         )
 
     def chunker(self) -> AdaptiveChunker:

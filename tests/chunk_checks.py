@@ -8,13 +8,16 @@ from zerda_core.chunks import AdaptiveChunker, ChunkType, DocumentChunk
 
 
 def assert_chunk_contract(chunker: AdaptiveChunker, text: str, chunks: list[DocumentChunk]) -> None:
-    """Exact slices, nothing lost, size bound, advancing overlap, one density and target per document."""
+    """Exact slices, nothing lost, size bound, advancing overlap, one density (and one target) per document.
+
+    With ``density_scope="section"`` each chunk has its own target and ``local_density``; the
+    size bound and the overlap cap are then each chunk's own.
+    """
     if len(text.strip()) < max(chunker.min_chunk_size, 1):
         assert chunks == []
         return
     assert chunks, "a document at least min_chunk_size long must give chunks"
-    target = chunks[0].metadata.extra["target_size"]
-    overlap = min(chunker.overlap, target // 2)
+    section = chunker.density_scope == "section"
     covered = [False] * len(text)
     for index, chunk in enumerate(chunks):
         meta = chunk.metadata
@@ -23,7 +26,9 @@ def assert_chunk_contract(chunker: AdaptiveChunker, text: str, chunks: list[Docu
         assert chunk.text == text[meta.start_char : meta.end_char]
         assert chunk.char_count == len(chunk.text) > 0
         assert chunk.text == chunk.text.strip(), "chunks neither start nor end with whitespace"
-        assert meta.extra["target_size"] == target
+        target = meta.extra["target_size"]
+        assert section or target == chunks[0].metadata.extra["target_size"]
+        assert ("local_density" in meta.extra) == section
         assert meta.extra["density"] == chunks[0].metadata.extra["density"]
         is_merged_tail = index == len(chunks) - 1
         if not is_merged_tail:
@@ -32,6 +37,7 @@ def assert_chunk_contract(chunker: AdaptiveChunker, text: str, chunks: list[Docu
             covered[i] = True
     for previous, current in itertools.pairwise(chunks):
         p, c = previous.metadata, current.metadata
+        overlap = min(chunker.overlap, p.extra["target_size"] // 2)
         assert c.start_char > p.start_char and c.end_char > p.end_char, "each chunk advances"
         if overlap and c.start_char < p.end_char:
             assert c.start_char >= p.end_char - overlap, "overlap lies in the previous chunk's tail"

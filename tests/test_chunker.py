@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import statistics
 import threading
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.chunk_checks import assert_chunk_contract
 from tests.common import DATA
+from tests.debian_texts import LICENSES, PYTHON_LIB, require
 from zerda_core.chunks import (
     AdaptiveChunker,
     BaseChunker,
@@ -230,3 +232,38 @@ def test_sizing_is_what_chunk_uses() -> None:
         first = chunker.chunk(text)[0].metadata.extra
         assert (first["density"], first["target_size"]) == (density, target)
         assert overlap == min(128, target // 2)
+
+
+def _prose_then_code() -> tuple[str, int]:
+    """The GPL's first 12,000 characters, then as much of a Python module, and where the code starts."""
+    prose = (require(LICENSES, "base-files") / "GPL-3").read_text(encoding="utf-8")[:12_000]
+    code = (require(PYTHON_LIB, "libpython3.11-stdlib") / "json" / "decoder.py").read_text(encoding="utf-8")
+    return prose + "\n\n" + code[: len(prose)], len(prose) + 2
+
+
+def test_section_density_gives_prose_larger_chunks_than_code_in_one_document() -> None:
+    text, code_start = _prose_then_code()
+    chunker = AdaptiveChunker(density_scope="section")
+    chunks = chunker.chunk(text, doc_id="mixed")
+    assert_chunk_contract(chunker, text, chunks)
+    prose = [c.char_count for c in chunks[:-1] if c.metadata.end_char <= code_start]
+    code = [c.char_count for c in chunks[:-1] if c.metadata.start_char >= code_start]
+    assert prose and code
+    assert statistics.median(prose) >= 2 * statistics.median(code), (statistics.median(prose), statistics.median(code))
+    whole = round(_estimate_density(text), 4)
+    assert {c.metadata.extra["density"] for c in chunks} == {whole}
+    locals_ = [c.metadata.extra["local_density"] for c in chunks]
+    assert min(locals_) < whole < max(locals_)
+
+
+def test_document_density_scope_is_the_default_one_target() -> None:
+    text, _ = _prose_then_code()
+    chunks = AdaptiveChunker().chunk(text)
+    assert len({c.metadata.extra["target_size"] for c in chunks}) == 1
+    assert all("local_density" not in c.metadata.extra for c in chunks)
+    assert ChunkConfig().density_scope == "document"
+
+
+def test_density_scope_must_be_known() -> None:
+    with pytest.raises(ValueError, match="density_scope"):
+        ChunkConfig(density_scope="paragraph")

@@ -51,16 +51,33 @@ PIECES = [
     "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
 ]
 odd_text = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
+# prose and code blocks, headings and fences: where section density and structural cuts change the cuts
+BLOCKS = [
+    "# Install\n\n",
+    "## From source\n\n",
+    "Usage\n=====\n\n",
+    "```python\ndef f(x):\n    return {x: [x]}\n```\n\n",
+    "```\nSELECT 1;\n\nSELECT 2;\n```\n",
+    "~~~\nunclosed fence\n",
+    "The river ran past the old mill, and the children watched the wheel turn. " * 4 + "\n\n",
+    "for i in range(10): print(i, [i * 2], {i: i})\n" * 6 + "\n",
+]
+structured_text = st.lists(st.sampled_from(BLOCKS), max_size=40).map("".join)
 any_text = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=3000)
-texts = st.one_of(odd_text, any_text)
+texts = st.one_of(odd_text, any_text, structured_text)
 configs = st.builds(
-    lambda lo, span, overlap, min_chunk: ChunkConfig(
-        adaptive_min_size=lo, adaptive_max_size=lo + span, overlap=overlap, min_chunk_size=min_chunk
+    lambda lo, span, overlap, min_chunk, scope: ChunkConfig(
+        adaptive_min_size=lo,
+        adaptive_max_size=lo + span,
+        overlap=overlap,
+        min_chunk_size=min_chunk,
+        density_scope=scope,
     ),
     st.integers(2, 400),
     st.integers(0, 600),
     st.integers(0, 300),
     st.integers(0, 150),
+    st.sampled_from(["document", "section"]),
 )
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

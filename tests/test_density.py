@@ -1,14 +1,16 @@
-"""_estimate_density: each term of the reference formula moves the score the right way."""
+"""_estimate_density: each term of the reference formula moves the score the right way, on real text too."""
 
 from __future__ import annotations
 
 import re
+import statistics
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.common import DATA
+from tests.debian_texts import LICENSES, PYTHON_LIB, handbook_pairs, mixed_corpus, require
 from zerda_core.chunks.adaptive_chunker import (
     _ARABIC_LONG_WORD,
     CODE_PUNCTUATION,
@@ -92,20 +94,27 @@ def test_language_by_script_share(text: str, language: str) -> None:
 
 def reference_density(text: str) -> float:
     """The formula exactly as _estimate_density's docstring states it, written plainly and slowly."""
-    if not text:
-        return 0.0
     words = text.split()
+    if not words:
+        return 0.0
+    chars = sum(len(word) for word in words)
     technical = sum(word in TECHNICAL_WORDS for word in words)
     technical += sum(text.count(mark) for mark in CODE_PUNCTUATION)
     technical += len(re.findall(r"(?<=[0-9])\.(?=[0-9])", text)) + len(re.findall(r"O\([^()\n]{1,20}\)", text))
-    arabic = len(re.findall("[\u0620-\u064a]{7,}", re.sub("[\u064b-\u0652]", "", text)))
-    vocabulary = len({word.lower() for word in words}) / len(words) if words else 0.0
-    mean_length = sum(len(word) for word in words) / len(words) if words else 3.0
+    lowered = [word.lower() for word in words]
+    m = min(32, len(words) // 50)
+    starts = [k * (len(words) - 50) // (m - 1) for k in range(m)] if m > 1 else [0]
+    blocks = [lowered[start : start + 50] for start in starts]
+    vocabulary = sum(len(set(b)) for b in blocks) / sum(len(b) for b in blocks)
+    arabic = [word for word in words if re.search("[\u0620-\u064a]", word)]
+    baseline = (4.5 * (len(words) - len(arabic)) + 4.1 * len(arabic)) / len(words)
+    long_words = sum(len(re.findall("[\u0620-\u064a]{7,}", re.sub("[\u064b-\u0652]", "", word))) for word in arabic)
+    long_words += sum(len(word) >= 8 for word in words if word not in arabic)
     density = (
-        min(technical / (len(text) / 100), 1.0) * 0.4
+        min(technical / (chars / 100) / 4, 1.0) * 0.4
         + vocabulary * 0.3
-        + min(max((mean_length - 3) / 5, 0.0), 1.0) * 0.2
-        + min(arabic / (len(text) / 200), 1.0) * 0.1
+        + min(max((chars / len(words) - baseline) / 3, 0.0), 1.0) * 0.2
+        + min(long_words / len(words) / 0.5, 1.0) * 0.1
     )
     return min(max(density, 0.0), 1.0)
 
@@ -141,10 +150,13 @@ DENSITY_PIECES = [
     "(",
     "O(",
     ")",
+    "الاستراتيجيات-x ",
+    "abcdefgh ",
+    "abcdefg ",
 ]
 
 
-@given(st.one_of(st.lists(st.sampled_from(DENSITY_PIECES), max_size=80).map("".join), st.text(max_size=400)))
+@given(st.one_of(st.lists(st.sampled_from(DENSITY_PIECES), max_size=200).map("".join), st.text(max_size=400)))
 def test_density_follows_the_documented_formula(text: str) -> None:
     assert _estimate_density(text) == pytest.approx(reference_density(text), abs=1e-12)
 
@@ -156,3 +168,37 @@ LATIN_EDGES += ["\u0250", "\u0620", "\u064a", "\ud800", "\U0001d518", " "]
 @given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(LATIN_EDGES), max_size=60).map("".join)))
 def test_latin_letters_counted_on_bytes_match_the_pattern(text: str) -> None:
     assert latin_letters(text) == sum(map(len, _LATIN_LETTERS.findall(text)))
+
+
+def _repeated_documents() -> list[tuple[str, str]]:
+    english, arabic = handbook_pairs()[0]
+    licence = (require(LICENSES, "base-files") / "Apache-2.0").read_text(encoding="utf-8")
+    module = (require(PYTHON_LIB, "libpython3.11-stdlib") / "json" / "decoder.py").read_text(encoding="utf-8")
+    return [("handbook en", english), ("handbook ar", arabic), ("Apache-2.0", licence), ("json/decoder.py", module)]
+
+
+def test_a_document_and_the_same_repeated_score_alike() -> None:
+    for name, text in _repeated_documents():
+        assert len(text) >= 2000, name
+        once = _estimate_density(text)
+        for times in (2, 4):
+            again = _estimate_density("\n\n".join([text] * times))
+            assert abs(again - once) <= 0.02, f"{name}: {once:.4f} once, {again:.4f} repeated {times}x"
+
+
+def test_a_page_and_its_arabic_translation_score_alike() -> None:
+    pairs = handbook_pairs()
+    assert len(pairs) >= 50, f"only {len(pairs)} translated handbook pages"
+    differences = [abs(_estimate_density(en) - _estimate_density(ar)) for en, ar in pairs]
+    assert statistics.median(differences) <= 0.08
+
+
+def test_density_spreads_code_and_prose_apart_on_a_mixed_corpus() -> None:
+    corpus = mixed_corpus()
+    density = {kind: [_estimate_density(doc) for doc in docs] for kind, docs in corpus.items()}
+    assert all(len(scores) >= 15 for scores in density.values()), {k: len(v) for k, v in density.items()}
+    prose = statistics.median(density["licences"] + density["handbook"])
+    code = statistics.median(density["source code"])
+    assert code >= prose + 0.25, f"source code {code:.3f}, narrative prose {prose:.3f}"
+    deciles = statistics.quantiles([d for scores in density.values() for d in scores], n=10)
+    assert deciles[-1] - deciles[0] >= 0.4, f"10th-90th percentile {deciles[0]:.3f}-{deciles[-1]:.3f}"

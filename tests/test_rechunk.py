@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pyarrow.compute as pc
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
@@ -91,6 +92,21 @@ def test_keywords_column_when_enrichment_is_on(tmp_path: Path) -> None:
     keywords = read_chunks(output)["keywords"].to_pylist()
     assert keywords and all(0 < len(k) <= 3 for k in keywords)
     assert all(set(k[0]) == {"term", "score"} for k in keywords)
+
+
+def test_section_density_scope_fills_local_density_and_markdown_chunks_their_section(
+    tmp_path: Path, sample_output: Path
+) -> None:
+    config = tmp_path / "section.yaml"
+    config.write_text("chunking:\n  density_scope: section\n", encoding="utf-8")
+    output = tmp_path / "out"
+    run(["--input", str(REPO / "tests/data"), "--output", str(output), "--config", str(config), "--quiet"])
+    table = read_chunks(output)
+    local = table["local_density"].to_pylist()
+    assert local and all(0.0 <= d <= 1.0 for d in local)
+    sections = set(table.filter(pc.equal(table["doc_id"], "guide.md"))["section"].to_pylist())
+    assert "Deploying the ingestion API > Configuration" in sections
+    assert set(read_chunks(sample_output)["local_density"].to_pylist()) == {None}, "document scope: no local density"
 
 
 @pytest.mark.parametrize(

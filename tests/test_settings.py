@@ -48,6 +48,7 @@ def test_defaults_are_the_documented_ones() -> None:
             "technical_threshold": 0.5,
             "min_chunk_size": 100,
             "language": "auto",
+            "density_scope": "document",
         },
         "input": {
             "text_field": "text",

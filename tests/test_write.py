@@ -58,6 +58,8 @@ def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None
         "language": "mixed",
         "config_fingerprint": "f00dfeed",
         "keywords": keywords,
+        "local_density": density if index % 2 else None,
+        "section": "تثبيت > From source" if index % 2 else None,
         PARTITION_COLUMN: density_bucket(density, 0.1),
     }
 
@@ -158,9 +160,9 @@ def test_bucket_count_and_bad_values() -> None:
             density_bucket(density, 0.1)
 
 
-def test_schemas_store_no_partition_column_and_require_all_but_keywords() -> None:
+def test_schemas_store_no_partition_column_and_require_all_but_the_optional_columns() -> None:
     assert PARTITION_COLUMN not in CHUNK_SCHEMA.names
-    assert [f.name for f in CHUNK_SCHEMA if f.nullable] == ["keywords"]
+    assert [f.name for f in CHUNK_SCHEMA if f.nullable] == ["keywords", "local_density", "section"]
     assert REJECT_SCHEMA.names == ["source", "record", "doc_id", "reason", "message", "excerpt"]
 
 

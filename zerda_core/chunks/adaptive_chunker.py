@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 from collections import Counter
-from itertools import compress
+from itertools import compress, filterfalse
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
-from zerda_core.chunks.sentences import SentenceEnds
+from zerda_core.chunks.sentences import SentenceEnds, drop_inside
+from zerda_core.chunks.structure import Structure, find_structure
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
 
 log = logging.getLogger(__name__)
@@ -38,31 +40,56 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 # 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
 _ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
 _SEVEN_OR_MORE = (6).__lt__
+_ARABIC_LINE = re.compile(r"^[^\n\u0620-\u064A]*[\u0620-\u064A][^\n]*", re.MULTILINE)
 _WINDOW = 1 << 20
-_NEUTRAL_WORD_LENGTH = 3.0
-_LONG_WORD_SPAN = 5.0
+VOCABULARY_WINDOW = 50
+VOCABULARY_BLOCKS = 32
+TECH_HITS_FULL = 4.0
+WORD_LENGTH_BASELINE = 4.5
+ARABIC_WORD_LENGTH_BASELINE = 4.1
+WORD_LENGTH_SPAN = 3.0
+LONG_LATIN_WORD = 8
+_LONG_LATIN = (LONG_LATIN_WORD - 1).__lt__
+LONG_WORDS_FULL = 0.5
 
 
 def _estimate_density(text: str) -> float:
     """Information density of ``text`` in [0, 1], by the reference page's weighted formula.
 
-    Words are the whitespace-separated tokens of the text.
+    The four terms and weights are the reference page's; each is defined as a rate or an
+    average, so a text and the same text repeated score alike, and a page and its Arabic
+    translation score alike (checked on the Debian handbook in tests/test_density.py).
+    Words are the whitespace-separated tokens; an Arabic word is one holding an Arabic
+    letter (U+0620-U+064A).
 
     - technical hits (weight 0.4): words that are programming or SQL keywords, API/SDK/HTTP
-      terms or maths terms (``TECHNICAL_WORDS``), plus runs of code punctuation
-      ``{}<>[]()=``, decimal numbers and ``O(...)`` complexities; per 100 characters, capped at 1.
-    - unique vocabulary ratio (0.3): distinct lowercased words / words.
-    - average word length score (0.2): ``(mean word length - 3) / 5`` clamped to [0, 1],
-      so 3-character words score 0 and 8-character words score 1.
-    - Arabic complex hits (0.1): Arabic words of 7 letters or more (diacritics not
-      counted) per 200 characters, capped at 1.
-    The text is scanned in 1 MiB windows, so memory stays bounded on huge documents.
+      terms or maths terms (``TECHNICAL_WORDS``), plus each code punctuation mark
+      ``{}<>[]()=``, decimal numbers and ``O(...)`` complexities; per 100 non-whitespace
+      characters (indentation and script do not dilute it), divided by ``TECH_HITS_FULL``
+      (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
+    - unique vocabulary ratio (0.3): the mean, over blocks of ``VOCABULARY_WINDOW`` (50)
+      consecutive lowercased words, of distinct words / 50 (a mean segmental type-token
+      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (32), spread evenly over
+      the ``n`` words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a
+      text of fewer than 100 words has one block, its first 50 words (or all of them). A plain
+      distinct/words ratio falls as a text grows; this does not, and its cost is bounded.
+    - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
+      [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
+      4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
+      the English words of the same pages: short vowels are unwritten). Plain English
+      prose scores about 0.2, Python source about 0.6.
+    - complex words (0.1, the reference page's Arabic complex hits, made script-neutral):
+      the share of long words among all words, times 2, capped at 1. A long word is a run
+      of 7+ Arabic letters (the page's indicator; diacritics U+064B-U+0652 between letters
+      are skipped) or a non-Arabic word of ``LONG_LATIN_WORD`` (8)+ characters (about as
+      frequent in English as 7-letter words in Arabic, on the handbook's parallel pages:
+      23% and 21% of words).
+    The text is scanned in 1 MiB windows, so memory stays bounded on huge documents (each
+    window gives its own vocabulary blocks).
     """
-    total_chars = len(text)
-    if total_chars == 0:
+    if not text:
         return 0.0
-    tech_hits = arabic_hits = words = word_chars = 0
-    vocabulary: set[str] = set()
+    tech_hits = words = word_chars = long_words = arabic_words = distinct = block_words = 0
     for window in _windows(text):
         tokens = window.split()
         counts = Counter(tokens)
@@ -72,26 +99,43 @@ def _estimate_density(text: str) -> float:
         data = window.encode("utf-8", "surrogatepass")
         tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
         tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
+        # long tokens counted once per distinct token, weighted by how often it occurs
+        long_words += sum(compress(counts.values(), map(_LONG_LATIN, map(len, counts))))
         if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
+            # the distinct non-ASCII words, one a line: one regex pass picks the Arabic ones
+            arabic = _ARABIC_LINE.findall("\n".join(filterfalse(str.isascii, counts)))
+            arabic_words += sum(map(counts.__getitem__, arabic))
+            long_words -= sum(map(counts.__getitem__, compress(arabic, map(_LONG_LATIN, map(len, arabic)))))
             # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
             long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
-            arabic_hits += len(_ARABIC_LONG_WORD.findall(long_tokens))
+            long_words += len(_ARABIC_LONG_WORD.findall(long_tokens))
         words += len(tokens)
         word_chars += len("".join(tokens))
-        vocabulary.update(map(str.lower, counts))
+        for block in _vocabulary_blocks(tokens):
+            distinct += len(set(map(str.lower, block)))
+            block_words += len(block)
     if words == 0:
-        vocab_ratio = length_score = 0.0
-    else:
-        vocab_ratio = len(vocabulary) / words
-        mean_length = word_chars / words
-        length_score = min(max((mean_length - _NEUTRAL_WORD_LENGTH) / _LONG_WORD_SPAN, 0.0), 1.0)
+        return 0.0
+    vocab_ratio = distinct / block_words
+    baseline = WORD_LENGTH_BASELINE + (ARABIC_WORD_LENGTH_BASELINE - WORD_LENGTH_BASELINE) * arabic_words / words
+    length_score = min(max((word_chars / words - baseline) / WORD_LENGTH_SPAN, 0.0), 1.0)
     density = (
-        min(tech_hits / (total_chars / 100), 1.0) * 0.4
+        min(tech_hits / (word_chars / 100) / TECH_HITS_FULL, 1.0) * 0.4
         + vocab_ratio * 0.3
         + length_score * 0.2
-        + min(arabic_hits / (total_chars / 200), 1.0) * 0.1
+        + min(long_words / words / LONG_WORDS_FULL, 1.0) * 0.1
     )
     return min(max(density, 0.0), 1.0)
+
+
+def _vocabulary_blocks(tokens: list[str]) -> list[list[str]]:
+    """Up to ``VOCABULARY_BLOCKS`` blocks of ``VOCABULARY_WINDOW`` words, spread evenly; all words when fewer."""
+    n, size = len(tokens), VOCABULARY_WINDOW
+    count = min(VOCABULARY_BLOCKS, n // size)
+    if count <= 1:
+        return [tokens[:size]] if count else [tokens]
+    starts = [k * (n - size) // (count - 1) for k in range(count)]
+    return [tokens[start : start + size] for start in starts]
 
 
 def _windows(text: str) -> list[str]:
@@ -115,7 +159,10 @@ class AdaptiveChunker(BaseChunker):
 
     ``target_size = max_size - density * (max_size - min_size)``, clamped to
     ``[min_size, max_size]``. A given ``config`` takes precedence over the keyword
-    sizes. ``base_size`` and ``technical_threshold`` are stored, not used in
+    sizes (and ``density_scope``). With ``density_scope="section"`` each chunk's target
+    follows the density of the paragraphs around it (``extra["local_density"]``), so the
+    prose and the code of one manual get different sizes; ``extra["density"]`` stays the
+    whole document's. ``base_size`` and ``technical_threshold`` are stored, not used in
     splitting (density is continuous). Stateless after construction: thread-safe.
     """
 
@@ -129,6 +176,7 @@ class AdaptiveChunker(BaseChunker):
         overlap: int = 128,
         technical_threshold: float = 0.5,
         language: str = "auto",
+        density_scope: str = "document",
     ) -> None:
         if config is None:
             config = ChunkConfig.from_sizes(
@@ -137,6 +185,7 @@ class AdaptiveChunker(BaseChunker):
                 max_size=max_size,
                 overlap=overlap,
                 technical_threshold=technical_threshold,
+                density_scope=density_scope,
             )
         if not isinstance(language, str) or not language:
             raise ValueError("language must be a non-empty string such as 'auto', 'en' or 'ar'")
@@ -147,6 +196,7 @@ class AdaptiveChunker(BaseChunker):
         self.overlap = config.overlap
         self.technical_threshold = config.adaptive_technical_threshold
         self.min_chunk_size = config.min_chunk_size
+        self.density_scope = config.density_scope
         self.language = language
         warning = config.size_warning()
         if warning is not None:
@@ -174,20 +224,89 @@ class AdaptiveChunker(BaseChunker):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        density, target, overlap = self.sizing(text)
+        density, target, _ = self.sizing(text)
         language = detect_language(text) if self.language == "auto" else self.language
-        spans = _Cutter(text, target, overlap, self.min_chunk_size).cut(SentenceEnds(text))
+        sizing = self._local_sizing(text) if self.density_scope == "section" else _Sizing([0], [target], None)
+        ends, structure = SentenceEnds(text), find_structure(text)
+        breaks = _keep_fences_whole(ends, structure, sizing)
+        spans = _Cutter(text, sizing, self.overlap, self.min_chunk_size, breaks).cut(ends)
         adaptive = ChunkType.ADAPTIVE
+        extras = [{"density": density, "target_size": t} for t in sizing.targets]
+        if sizing.densities is not None:
+            for extra, local in zip(extras, sizing.densities, strict=True):
+                extra["local_density"] = local
         # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk.
-        return [
+        chunks = [
             DocumentChunk(
                 text[start:end],
-                ChunkMetadata(
-                    doc_id, source, index, adaptive, language, start, end, {"density": density, "target_size": target}
-                ),
+                ChunkMetadata(doc_id, source, index, adaptive, language, start, end, dict(extras[block])),
             )
-            for index, (start, end) in enumerate(spans)
+            for index, (start, end, block) in enumerate(spans)
         ]
+        if structure.heading_starts:
+            for chunk in chunks:
+                section = structure.section_at(chunk.metadata.start_char)
+                if section:
+                    chunk.metadata.extra["section"] = section
+        return chunks
+
+    def _local_sizing(self, text: str) -> _Sizing:
+        """Targets by block of paragraphs: each block's density is measured with its neighbours on both sides."""
+        starts = _paragraph_blocks(text, max(self.max_size, self.min_size, SECTION_BLOCK_MIN))
+        bounds = [*starts, len(text)]
+        last = len(starts) - 1
+        densities = [
+            round(_estimate_density(text[starts[max(i - 1, 0)] : bounds[min(i + 2, last + 1)]]), 4)
+            for i in range(len(starts))
+        ]
+        return _Sizing(starts, [self.target_size(d) for d in densities], densities)
+
+
+def _keep_fences_whole(ends: SentenceEnds, structure: Structure, sizing: _Sizing) -> list[int]:
+    """Make headings and fence edges sentence ends, and each fenced block that fits its target one sentence.
+
+    Returns the structural ends a chunk prefers to stop at: before a blank line, a heading or a fence,
+    and after a fence.
+    """
+    targets = sizing.targets
+    whole = [(a, b) for a, b in structure.fences if b - a <= targets[sizing.block_at(a)]]
+    if structure.breaks or whole:
+        ends.restructure(structure.breaks, whole)
+    return drop_inside(sorted({*ends.paragraph_ends, *structure.breaks}), whole)
+
+
+SECTION_BLOCK_MIN = 500
+# A chunk that has reached this share of its target ends at the last blank line, heading or fence edge
+# in reach rather than at the last sentence end.
+STRUCTURE_SHARE = 0.6
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
+
+
+def _paragraph_blocks(text: str, size: int) -> list[int]:
+    """Starts of consecutive blocks of about ``size`` characters, ending at a blank line (else a newline) when near."""
+    starts = [0]
+    while starts[-1] + size < len(text):
+        reach = starts[-1] + size
+        found = _PARAGRAPH_BREAK.search(text, reach, reach + 2 * size)
+        cut = found.end() if found else text.find("\n", reach, reach + 2 * size) + 1 or reach + 2 * size
+        if cut >= len(text):
+            break
+        starts.append(cut)
+    return starts
+
+
+class _Sizing:
+    """Targets by block: block ``i`` covers ``[starts[i], starts[i + 1])``; one block for whole-document density."""
+
+    __slots__ = ("densities", "starts", "targets")
+
+    def __init__(self, starts: list[int], targets: list[int], densities: list[float] | None) -> None:
+        self.starts = starts
+        self.targets = targets
+        self.densities = densities
+
+    def block_at(self, position: int) -> int:
+        return bisect_right(self.starts, position) - 1
 
 
 _WORD_START = re.compile(r"(?<!\S)\S")
@@ -195,58 +314,102 @@ _NON_SPACE = re.compile(r"\S")
 _SPACES = (" ", "\t", "\n", "\r")
 
 
-class _Cutter:
-    """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most ``target`` characters.
+def _one_target(_start: int | None) -> None:
+    """A document with one target: nothing to change when a chunk starts."""
 
-    A chunk after the first starts inside the last ``overlap`` characters of the one
-    before, snapped forward to a word start (shrunk further when that lets the next
-    sentence fit whole). A sentence that cannot fit is cut at the last whitespace in
-    reach (a newline in the second half of the window is preferred), else at a character.
+
+class _Cutter:
+    """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most their target.
+
+    A chunk's target is its block's (``_Sizing``), taken where the chunk starts. A chunk
+    after the first starts inside the last ``overlap`` characters of the one before (capped
+    at half that chunk's target), snapped forward to a word start (shrunk further when that
+    lets the next sentence fit whole). A sentence that cannot fit is cut at the last
+    whitespace in reach (a newline in the second half of the window is preferred), else at
+    a character.
     """
 
-    def __init__(self, text: str, target: int, overlap: int, min_chunk_size: int) -> None:
+    def __init__(self, text: str, sizing: _Sizing, overlap: int, min_chunk_size: int, breaks: list[int]) -> None:
         self.text = text
-        self.target = target
-        self.overlap = overlap
+        self.breaks = breaks
+        self.sizing = sizing
+        self.max_overlap = overlap
         self.min_chunk_size = min_chunk_size
+        self.block = 0
+        self._aim(0)
 
-    def cut(self, ends: SentenceEnds) -> list[tuple[int, int]]:
-        chunks: list[tuple[int, int]] = []
+    def _aim(self, start: int | None) -> None:
+        """Take the target and overlap of the block holding ``start`` (a new chunk's start)."""
+        if start is not None:
+            self.block = self.sizing.block_at(start)
+        self.target = self.sizing.targets[self.block]
+        self.overlap = min(self.max_overlap, self.target // 2)
+
+    def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
+        """Chunks as ``(start, end, block)``."""
+        chunks: list[tuple[int, int, int]] = []
         start: int | None = None  # the open chunk's start; it may lie inside the previous chunk
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
         s = ends.start_after(0)  # the current sentence's start
+        aim = self._aim if len(self.sizing.starts) > 1 else _one_target
         while s < len(self.text):
             e = ends.first_after(s)
             while True:
                 if start is None or (not fresh and start + self.target <= s):
                     start, end, fresh = s, s, False
+                    aim(start)
                 if e - start <= self.target:  # this sentence fits, and maybe more after it
                     end, fresh = ends.last_within(start + self.target), True
                     break
                 if fresh:
-                    chunks.append((start, end))
+                    better = self._structural_end(ends, start, end)
+                    if better != end:  # the chunk ends earlier: the sentence after it is another one
+                        end, s = better, ends.start_after(better)
+                        e = ends.first_after(s)
+                    chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
+                    aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, start + self.target)
-                chunks.append((start, piece_end))
+                chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
+                aim(start)
             s = ends.start_after(end)
         if fresh and start is not None:
-            chunks.append((start, end))
+            chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
 
+    def _structural_end(self, ends: SentenceEnds, start: int, end: int) -> int:
+        """The last structural end in ``[start + STRUCTURE_SHARE * target, end]``, else ``end``."""
+        breaks = self.breaks
+        lowest = start + int(self.target * STRUCTURE_SHARE)
+        i = bisect_right(breaks, end) - 1
+        while i >= 0 and breaks[i] >= lowest:
+            if breaks[i] > start and ends.is_end(breaks[i]):
+                return breaks[i]
+            i -= 1
+        return end
+
     def _next_start(self, start: int, end: int, next_end: int) -> int | None:
-        """Where the chunk after ``[start, end)`` begins: inside its overlap, or ``None`` for no overlap."""
+        """Where the chunk after ``[start, end)`` begins: inside its overlap, or ``None`` for no overlap.
+
+        No overlap when any would keep the next sentence (ending at ``next_end``) from fitting
+        although it fits alone: a fenced block that fits is never cut for the sake of overlap.
+        """
         if self.overlap == 0:
             return None
         lowest = max(end - self.overlap, start + 1)
         fitting = max(lowest, next_end - self.target)
-        for low in (fitting, lowest):
-            if low < end:
-                word = _WORD_START.search(self.text, low, end)
-                if word is not None:
-                    return word.start()
+        word = _WORD_START.search(self.text, fitting, end) if fitting < end else None
+        if word is not None:
+            return word.start()
+        following = _NON_SPACE.search(self.text, end)
+        if following is not None and next_end - following.start() <= self.target:
+            return None  # no overlap lets the next sentence fit, and it fits alone
+        word = _WORD_START.search(self.text, lowest, end) if lowest < end else None
+        if word is not None:
+            return word.start()
         return lowest if lowest < end else None
 
     def _cut_sentence(self, s: int, limit: int) -> tuple[int, int]:
@@ -263,11 +426,11 @@ class _Cutter:
         rest = _NON_SPACE.search(text, cut)
         return piece_end, rest.start() if rest else len(text)
 
-    def _merge_short_tail(self, chunks: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """A final chunk adding fewer than ``min_chunk_size`` new characters joins the one before."""
+    def _merge_short_tail(self, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """A final chunk adding fewer than ``min_chunk_size`` new characters joins the one before (and its target)."""
         if len(chunks) < 2:
             return chunks
-        (prev_start, prev_end), (_, last_end) = chunks[-2], chunks[-1]
+        (prev_start, prev_end, block), (_, last_end, _) = chunks[-2], chunks[-1]
         if len(self.text[prev_end:last_end].strip()) < self.min_chunk_size:
-            chunks[-2:] = [(prev_start, last_end)]
+            chunks[-2:] = [(prev_start, last_end, block)]
         return chunks

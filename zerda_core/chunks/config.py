@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DENSITY_SCOPES = ("document", "section")
+
 
 @dataclass(frozen=True)
 class ChunkConfig:
@@ -15,6 +17,9 @@ class ChunkConfig:
     every target then collapses to ``adaptive_min_size``, and :meth:`size_warning` says so.
     That is the one rule for sizes: the chunker and the pipeline's YAML settings both build a
     ``ChunkConfig``, so both check sizes here.
+
+    ``density_scope``: ``document`` (the reference page: one density, one target per document)
+    or ``section`` (opt-in: the density of the paragraphs around each chunk sets its target).
     """
 
     adaptive_base_size: int = 512
@@ -23,6 +28,7 @@ class ChunkConfig:
     overlap: int = 128
     adaptive_technical_threshold: float = 0.5
     min_chunk_size: int = 100
+    density_scope: str = "document"
 
     def __post_init__(self) -> None:
         for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
@@ -35,6 +41,7 @@ class ChunkConfig:
             "adaptive_technical_threshold",
             "a number in [0, 1]",
         )
+        _require(self.density_scope in DENSITY_SCOPES, "density_scope", "one of " + ", ".join(DENSITY_SCOPES))
 
     @classmethod
     def from_sizes(
@@ -46,6 +53,7 @@ class ChunkConfig:
         overlap: int = 128,
         technical_threshold: float = 0.5,
         min_chunk_size: int = 100,
+        density_scope: str = "document",
     ) -> ChunkConfig:
         """The config for the short names the chunker's keywords and the YAML use: the one place they map."""
         return cls(
@@ -55,6 +63,7 @@ class ChunkConfig:
             overlap=overlap,
             adaptive_technical_threshold=technical_threshold,
             min_chunk_size=min_chunk_size,
+            density_scope=density_scope,
         )
 
     def size_warning(self) -> str | None:

@@ -13,7 +13,7 @@ a known abbreviation, an initial or a dotted acronym, or before a lowercase word
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 _CLOSERS = "\"'”’»)]}"
 _CLOSER_RUN = f"[{re.escape(_CLOSERS)}]*"
@@ -71,16 +71,24 @@ class SentenceEnds:
         for pattern in _ASCII_ENDS if text.isascii() else _ASCII_ENDS + _NON_ASCII_ENDS:
             ends.extend([m.end() for m in pattern.finditer(text)])
         if "\r" in text:
-            ends.extend([_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)])
+            blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
         else:
             blank_lines = [m.start() for m in _BLANK_LF_LINE.finditer(text)]
             if _SPACE_BEFORE_LF.search(text):
                 blank_lines = [_visible_end(text, end) for end in blank_lines]
-            ends.extend(blank_lines)
+        ends.extend(blank_lines)
+        self.paragraph_ends = blank_lines  # the ends before a blank line, in order
         self.last = _visible_end(text, len(text))
         ends.append(self.last)
         ends.sort()
         self.ends = ends
+
+    def restructure(self, extra: list[int], keep_whole: list[tuple[int, int]]) -> None:
+        """Add the ends in ``extra``; drop every end strictly inside one of the ``keep_whole`` spans.
+
+        A chunker makes a heading start a sentence and a fenced code block one sentence this way.
+        """
+        self.ends = drop_inside(sorted({*self.ends, *extra}), keep_whole)
 
     def first_after(self, position: int) -> int:
         """The first end after ``position``; ``position`` must lie before the text's last visible character."""
@@ -117,6 +125,13 @@ class SentenceEnds:
             or end == self.last
             or _BLANK_LINE_AFTER.match(text, end) is not None
         )
+
+
+def drop_inside(positions: list[int], spans: list[tuple[int, int]]) -> list[int]:
+    """``positions`` (sorted) without those strictly inside any of ``spans``."""
+    for start, end in spans:
+        positions[bisect_right(positions, start) : bisect_left(positions, end)] = []
+    return positions
 
 
 def _visible_end(text: str, end: int) -> int:
