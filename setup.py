@@ -34,7 +34,14 @@ EXTRAS = {
         "wordllama>=0.4",
     ],
     "rag": ["wordllama>=0.4"],
-    "bench": ["chonkie>=1.0", "semchunk>=2", "langchain-text-splitters>=0.3", "psutil>=5.9"],
+    "bench": [
+        "chonkie>=1.0",
+        "semchunk>=2",
+        "langchain-text-splitters>=0.3",
+        "psutil>=5.9",
+        "bm25s>=0.2",
+        "wordllama>=0.4",
+    ],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 

@@ -23,14 +23,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
-import datetime
 import functools
 import gc
-import hashlib
 import io
 import json
 import os
-import platform
 import pstats
 import random
 import statistics
@@ -46,10 +43,10 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `zerda_c
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus, synthetic
+from benchmarks.scaffold import REPO_ROOT, RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
 from benchmarks.tools import Budget, Sizes, Tool, build_tools, by_key, peer_budget
 
-RESULTS = Path(__file__).resolve().parent / "results" / "chunker.md"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = RESULTS_DIR / "chunker.md"
 # The issue's targets, checked on the real corpora: zerda's speed over each peer's.
 TARGETS = {"chonkie": 1.5, "semchunk": 1.0}
 # Tools take turns on groups of documents this size (bytes), so a slow spell of a shared machine lands on
@@ -107,20 +104,6 @@ class MemoryRow:
 
 
 # ---------------------------------------------------------------- corpora
-
-
-def ensure_real_corpora(allow_setup: bool) -> None:
-    """Prepare the Debian corpora once, through setup_corpus.sh, unless they are cached already."""
-    if all(corpus.cache_path(c.name).exists() for c in corpus.REAL_CORPORA):
-        return
-    if not allow_setup:
-        print("bench: real corpora not prepared and --no-setup given", file=sys.stderr)
-        return
-    print(f"bench: preparing real corpora with {corpus.SETUP_SCRIPT.name} (apt-get install, once)", flush=True)
-    env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(corpus.SETUP_SCRIPT)], env=env, check=False)
-    if done.returncode != 0:
-        print("bench: could not prepare the real corpora; continuing with the synthetic corpus only", file=sys.stderr)
 
 
 def cap(docs: list[str], max_bytes: int, seed: int) -> list[str]:
@@ -362,35 +345,6 @@ def corpus_lines(runs: list[tuple[Corpus, dict[str, Measured]]], reps: dict[str,
     return lines
 
 
-def _git(*args: str) -> str:
-    """Output of a git command in the repo, or '' where git or the repo is missing."""
-    try:
-        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    except OSError:
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
-def zerda_source_line() -> str:
-    """Which zerda_core was measured: its last commit, uncommitted edits, and a digest of its .py files."""
-    digest = hashlib.blake2b(digest_size=6)
-    for path in sorted((REPO_ROOT / "zerda_core").rglob("*.py")):
-        digest.update(path.relative_to(REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    commit = _git("log", "-1", "--format=%h", "--", "zerda_core") or "(no commit)"
-    dirty = " with uncommitted changes" if _git("status", "--porcelain", "--", "zerda_core") else ""
-    return f"zerda_core at commit {commit}{dirty}, source digest {digest.hexdigest()}"
-
-
-def machine_line() -> str:
-    """CPU, cores and Python, so numbers from different machines are not compared blindly."""
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} ({platform.python_implementation()})"
-
-
 def peer_line(sizes: Sizes) -> str:
     """How the peers' chunk size and overlap were set, beside how zerda sets its own."""
     zerda = (
@@ -414,13 +368,9 @@ def report(
     argv: list[str],
 ) -> str:
     """The whole markdown report: settings, the speed table, targets, memory."""
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        "# Chunker speed benchmark",
-        "",
-        f"Generated {when} by `{' '.join(['python benchmarks/bench_chunker.py', *argv])}`.",
-        f"Machine: {machine_line()}.",
-        f"Measured: {zerda_source_line()}.",
+        *header("Chunker speed benchmark", "bench_chunker.py", argv),
+        f"Measured: {source_line()}.",
         "",
         "Tools (every one counts characters, no tokenizer):",
         *[f"- {t.name} {t.version}: {t.settings}" for t in tools],
@@ -460,23 +410,19 @@ def report(
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Options; --quick shrinks every knob for a sanity run."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sanity run (~1 MB per corpus, 2 repetitions)")
-    parser.add_argument("--reps", type=int, default=7, help="repetitions per corpus (default 7)")
-    parser.add_argument("--max-mb", type=float, default=12.0, help="cap per real corpus in MB (default 12: all)")
-    parser.add_argument("--synthetic-mb", type=float, default=6.0, help="size of the synthetic corpus in MB")
-    parser.add_argument("--budget-s", type=float, default=60.0, help="time budget per corpus; fewer reps if over")
-    parser.add_argument("--memory-mb", type=float, default=2.0, help="size of the 1x document for the memory check")
-    parser.add_argument(
+    options = parser(__doc__, RESULTS, "small sanity run (~1 MB per corpus, 2 repetitions)")
+    options.add_argument("--reps", type=int, default=7, help="repetitions per corpus (default 7)")
+    options.add_argument("--max-mb", type=float, default=12.0, help="cap per real corpus in MB (default 12: all)")
+    options.add_argument("--synthetic-mb", type=float, default=6.0, help="size of the synthetic corpus in MB")
+    options.add_argument("--budget-s", type=float, default=60.0, help="time budget per corpus; fewer reps if over")
+    options.add_argument("--memory-mb", type=float, default=2.0, help="size of the 1x document for the memory check")
+    options.add_argument(
         "--peer-size", type=int, help="fixed chunk size in characters for the peers (default: zerda's, per document)"
     )
-    parser.add_argument("--overlap", type=int, default=128, help="overlap in characters, for every tool")
-    parser.add_argument("--seed", type=int, default=20240601, help="seed for corpus sampling and the synthetic corpus")
-    parser.add_argument("--no-setup", action="store_true", help="do not run setup_corpus.sh (apt-get) if needed")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory check")
-    parser.add_argument("--profile", action="store_true", help="also print a cProfile of zerda on the first corpus")
-    parser.add_argument("--out", type=Path, help=f"where to write the markdown (default: {RESULTS} on full runs)")
-    args = parser.parse_args(argv)
+    options.add_argument("--overlap", type=int, default=128, help="overlap in characters, for every tool")
+    options.add_argument("--no-memory", action="store_true", help="skip the memory check")
+    options.add_argument("--profile", action="store_true", help="also print a cProfile of zerda on the first corpus")
+    args = options.parse_args(argv)
     if args.quick:
         args.reps, args.max_mb, args.synthetic_mb, args.memory_mb = min(args.reps, 2), 1.0, 1.0, 0.5
     return args
@@ -506,17 +452,14 @@ def main(argv: list[str] | None = None) -> int:
         runs.append((data, results))
     memory = [] if args.no_memory else bench_memory(tools, corpora, args.memory_mb, sizes)
     text = report(runs, memory, tools, sizes, reps, argv)
-    print("\n" + text)
     zerda = by_key(tools, "zerda")
     if args.profile and zerda:
         print(f"\ncProfile of zerda on {corpora[0].name}, by own time:\n{profile_zerda(zerda, corpora[0])}")
     out = args.out or (None if args.quick else RESULTS)
     if out and zerda is None:
         print("bench: zerda did not run, so the results file is left as it was", file=sys.stderr)
-    elif out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        print(f"bench: wrote {out}")
+        out = None
+    save(text, out)
     return 0
 
 

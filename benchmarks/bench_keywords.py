@@ -18,6 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.scaffold import REPO_ROOT
 from pipelines.io.expand import expand_inputs
 from pipelines.io.source import read_file
 from pipelines.records import SourceRecord
@@ -25,8 +26,7 @@ from pipelines.settings import InputSettings
 from zerda_core.chunks import AdaptiveChunker
 from zerda_core.enrich import MetadataEnricher
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_INPUTS = [str(REPO / "pipelines" / "sample_corpus"), str(REPO / "tests" / "data")]
+DEFAULT_INPUTS = [str(REPO_ROOT / "pipelines" / "sample_corpus"), str(REPO_ROOT / "tests" / "data")]
 
 
 def documents(patterns: list[str]) -> list[str]:

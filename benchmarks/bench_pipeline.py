@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import datetime
 import gzip
-import hashlib
 import io
 import itertools
 import json
@@ -49,10 +47,9 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `pipelin
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus, synthetic
-from benchmarks.bench_chunker import ensure_real_corpora, machine_line
+from benchmarks.scaffold import REPO_ROOT, RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.md"
+RESULTS = RESULTS_DIR / "pipeline.md"
 PLAIN_LOOP = Path(__file__).resolve().parent / "plain_loop.py"
 CORPUS_FORMAT = 2  # bump when the corpus layout changes, so stale caches are rebuilt
 REAL_SHARE = 0.5  # of the corpus bytes taken from the Debian docs (repeated), the rest synthetic
@@ -659,28 +656,6 @@ def target_lines(results: Results) -> list[str]:
     return lines
 
 
-def _git(*args: str) -> str:
-    """Output of a git command in the repo, or '' where git or the repo is missing."""
-    try:
-        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    except OSError:
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
-def source_line(code: Path) -> str:
-    """Which code was measured: a digest of pipelines/ and zerda_core/, and the commit when it is this repo."""
-    digest = hashlib.blake2b(digest_size=6)
-    for folder in ("pipelines", "zerda_core"):
-        for path in sorted((code / folder).rglob("*.py")):
-            digest.update(path.relative_to(code).as_posix().encode() + b"\0" + path.read_bytes())
-    if code.resolve() != REPO_ROOT:
-        return f"pipelines + zerda_core from {code} (not this repo), source digest {digest.hexdigest()}"
-    commit = _git("log", "-1", "--format=%h", "--", "pipelines", "zerda_core") or "(no commit)"
-    dirty = " with uncommitted changes" if _git("status", "--porcelain", "--", "pipelines", "zerda_core") else ""
-    return f"pipelines + zerda_core at commit {commit}{dirty}, source digest {digest.hexdigest()}"
-
-
 def versions_line() -> str:
     """Versions of what the pipeline runs on."""
     import apache_beam
@@ -731,15 +706,11 @@ METHOD = (
 
 def report(results: Results, argv: list[str], code: Path) -> str:
     """The whole markdown report."""
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rounds = len(results.large[REFERENCE].runs)
     small_rounds = len(results.small[REFERENCE].runs) if REFERENCE in results.small else 0
     parts = [
-        "# Pipeline speed and memory benchmark",
-        "",
-        f"Generated {when} by `{' '.join(['python benchmarks/bench_pipeline.py', *argv])}` (from the repo root).",
-        f"Machine: {machine_line()}; {versions_line()}.",
-        f"Measured: {source_line(code)}.",
+        *header("Pipeline speed and memory benchmark", "bench_pipeline.py", argv, f"; {versions_line()}"),
+        f"Measured: {source_line(('pipelines', 'zerda_core'), code)}.",
         "",
         f"Corpus: {corpus_line(results.data)}. 1x is its first quarter of the files (same mix).",
         f"Rounds: {rounds} on the whole corpus (4x), {small_rounds} on 1x.",
@@ -781,27 +752,23 @@ def report(results: Results, argv: list[str], code: Path) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Options; --quick shrinks the corpus and the rounds for a sanity run."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="sanity run: 10 MB corpus in 16 files, 1-2 rounds")
-    parser.add_argument("--mb", type=float, default=100.0, help="corpus size in MB of JSONL (default 100)")
-    parser.add_argument("--files", type=int, default=32, help="number of corpus files (default 32)")
-    parser.add_argument("--gzip", action="store_true", help="gzip the corpus files (.jsonl.gz) instead of plain")
-    parser.add_argument("--reps", type=int, default=5, help="interleaved rounds on the whole corpus (default 5)")
-    parser.add_argument("--small-reps", type=int, default=3, help="rounds on the 1x quarter (default 3; 0: none)")
-    parser.add_argument("--budget-s", type=float, default=360.0, help="time budget for the 4x rounds; fewer if over")
-    parser.add_argument("--seed", type=int, default=20240601, help="seed for the synthetic text and the shuffle")
-    parser.add_argument("--modes", default=",".join(m.key for m in MODES), help="comma-separated subset of modes")
-    parser.add_argument("--code", type=Path, default=REPO_ROOT, help="import pipelines/ from here (a patched copy)")
-    parser.add_argument("--no-setup", action="store_true", help="do not run setup_corpus.sh (apt-get) if needed")
-    parser.add_argument("--profile", action="store_true", help="also print stage times and a cProfile (1x, in process)")
-    parser.add_argument("--out", type=Path, help=f"where to write the markdown (default: {RESULTS} on full runs)")
-    args = parser.parse_args(argv)
+    options = parser(__doc__, RESULTS, "sanity run: 10 MB corpus in 16 files, 1-2 rounds")
+    options.add_argument("--mb", type=float, default=100.0, help="corpus size in MB of JSONL (default 100)")
+    options.add_argument("--files", type=int, default=32, help="number of corpus files (default 32)")
+    options.add_argument("--gzip", action="store_true", help="gzip the corpus files (.jsonl.gz) instead of plain")
+    options.add_argument("--reps", type=int, default=5, help="interleaved rounds on the whole corpus (default 5)")
+    options.add_argument("--small-reps", type=int, default=3, help="rounds on the 1x quarter (default 3; 0: none)")
+    options.add_argument("--budget-s", type=float, default=360.0, help="time budget for the 4x rounds; fewer if over")
+    options.add_argument("--modes", default=",".join(m.key for m in MODES), help="comma-separated subset of modes")
+    options.add_argument("--code", type=Path, default=REPO_ROOT, help="import pipelines/ from here (a patched copy)")
+    options.add_argument("--profile", action="store_true", help="print stage times and a cProfile (1x, in process)")
+    args = options.parse_args(argv)
     if args.quick:
         args.mb, args.files, args.reps, args.small_reps = 10.0, 16, min(args.reps, 2), min(args.small_reps, 1)
     keys = args.modes.split(",")
     unknown = set(keys) - {m.key for m in MODES}
     if unknown or REFERENCE not in keys:
-        parser.error(f"--modes: unknown {sorted(unknown)} or missing {REFERENCE!r}")
+        options.error(f"--modes: unknown {sorted(unknown)} or missing {REFERENCE!r}")
     args.mode_list = [m for m in MODES if m.key in keys]
     args.code = args.code.resolve()
     return args
@@ -827,16 +794,10 @@ def main(argv: list[str] | None = None) -> int:
         setup = Setup(args.code, Path(scratch_dir))
         results = measure_all(args, data, setup)
         profile = profile_pipeline(data.subset(0.25).files, setup) if args.profile else ""
-    text = report(results, argv, args.code)
-    print("\n" + text)
     if profile:
         print(f"\nProfile of pipelines.rechunk.run on the 1x corpus, in process:\n{profile}")
     default_out = None if args.quick or args.code != REPO_ROOT else RESULTS
-    out = args.out or default_out
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        print(f"bench: wrote {out}")
+    save(report(results, argv, args.code), args.out or default_out)
     return 0
 
 

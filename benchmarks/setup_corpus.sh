@@ -4,6 +4,7 @@
 #
 #   python3-doc      -> python-docs : the Python manual's reStructuredText sources (~11 MB, English)
 #   debian-handbook  -> handbook-ar : the Arabic (ar-MA) Debian Administrator's Handbook, HTML -> text
+#                       (bench_retrieval.py reads its en-US and ar-MA pages, and the Python manual, in place)
 #
 # Exit status: 0 when at least one corpus was prepared, 2 when packages could not be installed.
 # Set PYTHON to choose the interpreter that extracts the text (default: python3).

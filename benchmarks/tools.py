@@ -10,6 +10,7 @@ A peer whose package is missing (``pip install -e .[bench]``) is skipped with a 
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -104,14 +105,12 @@ def chonkie_tool(sizes: Sizes) -> Tool:
     """
     from chonkie import SentenceChunker
 
-    chunkers: dict[Budget, SentenceChunker] = {}
+    @functools.cache
+    def chunker(size: int, overlap: int) -> SentenceChunker:
+        return SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
 
     def run(text: str, size: int, overlap: int) -> Sequence[Any]:
-        chunker = chunkers.get((size, overlap))
-        if chunker is None:
-            chunker = SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
-            chunkers[size, overlap] = chunker
-        return chunker.chunk(text)
+        return chunker(size, overlap).chunk(text)
 
     return Tool(
         "chonkie",
@@ -147,14 +146,12 @@ def langchain_tool(sizes: Sizes) -> Tool:
     """
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    splitters: dict[Budget, RecursiveCharacterTextSplitter] = {}
+    @functools.cache
+    def splitter(size: int, overlap: int) -> RecursiveCharacterTextSplitter:
+        return RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap)
 
     def run(text: str, size: int, overlap: int) -> Sequence[Any]:
-        splitter = splitters.get((size, overlap))
-        if splitter is None:
-            splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap)
-            splitters[size, overlap] = splitter
-        return splitter.split_text(text)
+        return splitter(size, overlap).split_text(text)
 
     return Tool(
         "langchain",
