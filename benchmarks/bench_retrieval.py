@@ -48,6 +48,12 @@ RESULTS = RESULTS_DIR / "retrieval.md"
 ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
     "zerda (document density)": {},
     "zerda (document density, sizes 400-2000)": {"adaptive_min_size": 400, "adaptive_max_size": 2000},
+    "zerda (section density)": {"density_scope": "section"},
+    "zerda (section density, sizes 400-2000)": {
+        "density_scope": "section",
+        "adaptive_min_size": 400,
+        "adaptive_max_size": 2000,
+    },
 }
 PEERS = ("fixed", "langchain", "chonkie", "semchunk")
 SIZES = (256, 512, 1024)
