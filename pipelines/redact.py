@@ -21,6 +21,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
+import traceback
+from types import TracebackType
 from typing import Any
 
 MESSAGE_CHARS = 300
@@ -95,7 +98,8 @@ class RedactCredentials(logging.Filter):
 
 
 def install() -> None:
-    """Redact every log record this process creates, whatever handler prints or ships it.
+    """Redact every log record this process creates, whatever handler prints or ships it, and the
+    traceback of an uncaught error.
 
     A record factory, not a handler filter: Beam's worker processes log through handlers of their
     own (to stderr and to the runner), set up before any zerda code runs there. Idempotent.
@@ -103,6 +107,7 @@ def install() -> None:
     previous = logging.getLogRecordFactory()
     if getattr(previous, "zerda_redacts", False):
         return
+    sys.excepthook = _redacted_excepthook
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
@@ -111,3 +116,8 @@ def install() -> None:
 
     factory.zerda_redacts = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(factory)
+
+
+def _redacted_excepthook(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    """Python's report of an uncaught error, redacted: error messages quote URLs and bucket names."""
+    sys.stderr.write(redact_url("".join(traceback.format_exception(kind, error, trace))))

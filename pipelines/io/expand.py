@@ -20,7 +20,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
 
-from pipelines.redact import bounded, redact_url
+from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.schema import CHUNK_SUFFIX, PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,20 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
     ``unreadable_file``, so the manifest accounts for it. Raises :class:`InputError` for a
     pattern that matches no file, or for an ``output`` whose chunks the patterns would read.
     """
+    for url in [*patterns, output or ""]:
+        remember_credentials(url)  # libraries may echo them in shapes no URL rule catches
     if output is not None:
         for pattern in patterns:
             _refuse_output_inside(pattern, output)
     found: dict[str, InputFile] = {}
     listed = 0
     for pattern in patterns:
-        files = _expand(pattern)
+        try:
+            files = _expand(pattern)
+        except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
+            raise InputError(
+                f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
+            ) from err
         if not files:
             raise InputError(f"input {bounded(redact_url(pattern))!r} matches no file")
         listed += len(files)
