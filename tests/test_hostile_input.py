@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,12 +111,12 @@ def string_column(values: list[bytes | None], large: bool = False) -> pa.Array:
         data += value or b""
         offsets.append(len(data))
         valid.append(value is not None)
-    kind, width = (pa.large_string(), "q") if large else (pa.string(), "i")
+    kind, offset_type = (pa.large_string(), "int64") if large else (pa.string(), "int32")
     mask = pa.array(valid).buffers()[1]
     return pa.Array.from_buffers(
         kind,
         len(values),
-        [mask, pa.py_buffer(pa.array(offsets, "int64" if large else "int32").buffers()[1]), pa.py_buffer(data)],
+        [mask, pa.py_buffer(pa.array(offsets, offset_type).buffers()[1]), pa.py_buffer(data)],
     )
 
 
@@ -300,7 +299,8 @@ from pipelines.io.expand import InputFile
 from pipelines.io.source import read_file
 from pipelines.settings import InputSettings
 baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-reasons = Counter(getattr(i, "reason", type(i).__name__) for i in read_file(InputFile(sys.argv[1], "a.parquet"), InputSettings(max_document_chars=1_000_000)))
+found = read_file(InputFile(sys.argv[1], "a.parquet"), InputSettings(max_document_chars=1_000_000))
+reasons = Counter(getattr(i, "reason", type(i).__name__) for i in found)
 print(dict(reasons), baseline * 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """.strip()
 
