@@ -272,12 +272,8 @@ def test_a_compressed_parquet_expanding_past_max_file_bytes_is_too_large(tmp_pat
 
 
 _BOMB = """
-import resource, sys
+import sys
 import pyarrow as pa, pyarrow.parquet as pq
-from collections import Counter
-from pipelines.io.expand import InputFile
-from pipelines.io.source import read_file
-from pipelines.settings import InputSettings
 
 path, layout, rows, value_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 value = pa.array(["a" * value_bytes])
@@ -287,9 +283,6 @@ if layout == "dictionary":  # one dictionary page holds the value, RLE indices r
 else:
     column = pa.chunked_array([value] * rows)
     pq.write_table(pa.table({"text": column}), path, compression="zstd", use_dictionary=False)
-del value, column
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(before, flush=True)
 """.strip()
 
 _READ = """
