@@ -5,7 +5,8 @@ error line and every log record (:func:`install`, in the launcher and in worker 
 
 - a URL loses its ``user:password@`` part, in any scheme (``s3://key:secret@bucket``, ``https``,
   ``scheme:///user:secret@`` as fsspec spells some);
-- the user and password of every URL zerda was given (:func:`remember_credentials`) and the values
+- the password of every URL zerda was given, and its user when as long as an access key id
+  (:func:`remember_credentials`; shorter values would blank ordinary words), and the values
   of the storage credentials in the environment (AWS, Azure) are replaced wherever they appear:
   a library may echo ``key:secret@bucket`` as a bucket name, and botocore's debug log prints
   access key ids and session tokens;
@@ -39,7 +40,8 @@ SECRET_ENVIRONMENT = (
     "AZURE_STORAGE_CONNECTION_STRING",
 )
 _HIDDEN = "***"
-_MIN_SECRET_CHARS = 4  # shorter "secrets" (a user called "a") would blank ordinary words
+_MIN_SECRET_CHARS = 8  # shorter "secrets" (a user called "zerda") would blank ordinary words
+_MIN_USER_CHARS = 16  # a URL's user is a name unless it is as long as an access key id (20)
 _USERINFO = re.compile(r"(:/{2,}+)[^/@\s]*+@")
 _SIGNED_FIELDS = re.compile(
     r"((?:Credential|Signature|(?i:security[-_]token|session[-_]token|secret[-_]access[-_]key))"
@@ -62,7 +64,9 @@ def remember_credentials(url: str) -> None:
     if found:
         userinfo = found.group(1)
         user, _, password = userinfo.partition(":")
-        _remembered.update(s for s in (userinfo, user, password) if len(s) >= _MIN_SECRET_CHARS)
+        _remembered.update(s for s in (userinfo, password) if len(s) >= _MIN_SECRET_CHARS)
+        if len(user) >= _MIN_USER_CHARS:
+            _remembered.add(user)
 
 
 def _secrets() -> list[str]:
