@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from pyarrow import acero
 
+from pipelines.errors import OutputError
 from pipelines.schema import (
     CHUNK_SUFFIX,
     MANIFEST_FILE,
@@ -55,10 +56,6 @@ MAX_LISTED = 20  # sources and rejected files listed; the rest are summed up in 
 SAMPLES_PER_BUCKET = 2
 SAMPLE_CHARS = 280
 _SAMPLE_SCAN_ROWS = 256
-
-
-class OutputError(Exception):
-    """The output is missing, unfinished or not a zerda output; the CLI exits with code 2."""
 
 
 class Group(NamedTuple):
