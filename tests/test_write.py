@@ -281,16 +281,18 @@ def test_memory_filesystem_output() -> None:
         fs.rm(root.rsplit("/", 1)[0], recursive=True)
 
 
-def test_a_failed_write_leaves_no_success(tmp_path: Path) -> None:
+def test_a_failed_write_leaves_the_previous_output_finished(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    run_write(str(out), corpus(3))
+    before = corpus(3)
+    run_write(str(out), before)
     assert (out / "_SUCCESS").exists()
 
     broken = corpus(3)
     del broken[1]["text"]  # a row without a required column: the write must fail, not store a null
     with pytest.raises(Exception, match="required column"):
         run_write(str(out), broken)
-    assert not (out / "_SUCCESS").exists()
+    assert (out / "_SUCCESS").exists()  # the failure came before the commit: the previous output is untouched
+    assert read_chunks(str(out)) == sorted(before, key=lambda row: row["chunk_id"])
 
 
 def test_prepare_output(tmp_path: Path) -> None:
