@@ -141,6 +141,7 @@ class Lease:
 
     def acquire(self) -> None:
         """Take the lease, breaking a dead run's; OutputError naming the holder when a live run has it."""
+        self._fs.makedirs(self._root, exist_ok=True)
         holder = read_holder(self._fs, self._root)
         if holder is not None:
             if not is_dead(holder):
