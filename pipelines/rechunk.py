@@ -17,7 +17,10 @@ import argparse
 import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -145,7 +148,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id)
-        pipeline.run().wait_until_finish()
+        _interruptible(lambda: pipeline.run().wait_until_finish())
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _end_worker_processes()
+        logging.disable(logging.NOTSET)
         print("zerda: interrupted; OUTPUT keeps its previous output", file=sys.stderr)
         return EXIT_INTERRUPTED
     if manifest["counts"]["documents_chunked"] == 0:
@@ -170,16 +173,57 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _interruptible(work: Callable[[], object]) -> None:
+    """Run ``work`` so that Ctrl-C reaches the launcher only: it kills the workers, then raises KeyboardInterrupt.
+
+    Ctrl-C signals the terminal's whole process group, and each Beam worker process would print its own
+    traceback. So while ``work`` runs (in a thread), SIGINT is ignored and blocked: worker processes
+    inherit the ignored disposition across exec, so Python never turns it into KeyboardInterrupt in them,
+    while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
+    is ignored).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        work()
+        return
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as err:  # handed to the main thread below
+            failure.append(err)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        thread = threading.Thread(target=target, name="zerda-pipeline", daemon=True)
+        thread.start()
+        interrupted = False
+        while thread.is_alive() and not interrupted:
+            interrupted = signal.sigtimedwait({signal.SIGINT}, 0.2) is not None
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        threading.excepthook = lambda _: None  # the runner's threads fail and log as their workers go: not news
+        logging.disable(logging.CRITICAL)
+        _end_worker_processes()
+        raise KeyboardInterrupt
+    if failure:
+        raise failure[0]
+
+
 def _end_worker_processes() -> None:
-    """Stop the worker processes the runner started (``multi_processing``): they must not outlive the launcher."""
+    """Kill the worker processes the runner started (``multi_processing``): they must not outlive the launcher.
+
+    SIGKILL, not SIGTERM: a worker told to stop logs its broken connection as a traceback, and its half
+    written staged files are deleted with the run's staging anyway.
+    """
     children = psutil.Process().children(recursive=True)
     for child in children:
         with contextlib.suppress(psutil.Error):
-            child.terminate()
-    _, alive = psutil.wait_procs(children, timeout=5)
-    for child in alive:
-        with contextlib.suppress(psutil.Error):
             child.kill()
+    psutil.wait_procs(children, timeout=10)
 
 
 def nothing_chunked(manifest: dict[str, Any]) -> str:
