@@ -275,7 +275,9 @@ class _ConfigLoader(yaml.SafeLoader):
             if not isinstance(key, (str, int, float, bool)):
                 continue  # an unhashable key is PyYAML's own error below
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {str(key)[:80]!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {str(key)[:80]!r}", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -300,13 +302,15 @@ _ConfigLoader.add_constructor("tag:yaml.org,2002:timestamp", _ConfigLoader.const
 def _parse_config(raw: bytes, path: str | Path) -> Any:
     """The YAML document in ``raw``; SettingsError in one line for anything that is not a plain, small config."""
     if len(raw) > MAX_CONFIG_BYTES:
-        raise SettingsError(f"config {path} is {len(raw):,} bytes, more than a settings file needs ({MAX_CONFIG_BYTES:,})")
+        raise SettingsError(
+            f"config {path} is {len(raw):,} bytes, more than a settings file needs ({MAX_CONFIG_BYTES:,})"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SettingsError(f"config {path} is not UTF-8 text (byte {err.start}): is it the right file?") from err
     try:
-        return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_ConfigLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -329,7 +333,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
         raise SettingsError(f"cannot read config {path}: {err.strerror or err}") from err
     data = _parse_config(raw, path)
     if data is not None and not isinstance(data, Mapping):
-        raise SettingsError(f"config {path} must be a mapping of sections (chunking:, input:, ...), got {_describe(data)[:80]}")
+        raise SettingsError(
+            f"config {path} must be a mapping of sections (chunking:, input:, ...), got {_describe(data)[:80]}"
+        )
     try:
         return Settings.from_dict(data)
     except SettingsError as err:

@@ -349,7 +349,14 @@ def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"b{i}: &b{i} [{', '.join([f'*{p}'] * 9)}]\n" for i, p in enumerate(["a", "b0", "b1", "b2", "b3", "b4", "b5", "b6"])), "aliases"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"b{i}: &b{i} [{', '.join([f'*{p}'] * 9)}]\n"
+                for i, p in enumerate(["a", "b0", "b1", "b2", "b3", "b4", "b5", "b6"])
+            ),
+            "aliases",
+        ),
         ("base: &base {base_size: 400}\nchunking:\n  <<: *base\n", "aliases"),
         ("chunking:\n  base_size: " + "9" * 5000 + "\n", "longer than 30 digits"),
         ("chunking:\n  base_size: -" + "1" * 4300 + "\n", "longer than 30 digits"),
@@ -360,7 +367,18 @@ def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
         ("just a string\n", "must be a mapping of sections"),
         ("42\n", "must be a mapping of sections"),
     ],
-    ids=["alias-bomb", "merge-key", "huge-int", "huge-negative-int", "impossible-date", "duplicate-key", "duplicate-section", "list", "string", "number"],
+    ids=[
+        "alias-bomb",
+        "merge-key",
+        "huge-int",
+        "huge-negative-int",
+        "impossible-date",
+        "duplicate-key",
+        "duplicate-section",
+        "list",
+        "string",
+        "number",
+    ],
 )
 def test_hostile_or_odd_yaml_is_one_line_and_exit_2(
     text: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -375,7 +393,7 @@ def test_hostile_or_odd_yaml_is_one_line_and_exit_2(
 
 def test_duplicate_key_error_names_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, "chunking:\n  overlap: 10\n  base_size: 300\n  overlap: 20\n")
-    with pytest.raises(SettingsError, match="line 4.*duplicate key 'overlap'"):
+    with pytest.raises(SettingsError, match=r"line 4.*duplicate key 'overlap'"):
         load_settings(path)
 
 

@@ -378,9 +378,15 @@ def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan,
     waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
     to_move = [(staged, final) for staged, final in plan if f"{root}/{staged.path}" in waiting]
     moved = {f"{root}/{final}" for staged, final in plan if f"{root}/{staged.path}" not in waiting}
-    foreign = [staged.path for staged, final in plan if f"{root}/{final}" in moved and _staged_as(fs, root, final) != staged.path]
+    foreign = [
+        staged.path
+        for staged, final in plan
+        if f"{root}/{final}" in moved and _staged_as(fs, root, final) != staged.path
+    ]
     if foreign:
-        raise CommitError(f"staged files missing, not committing (another run writing into OUTPUT?): {sorted(foreign)[:5]}")
+        raise CommitError(
+            f"staged files missing, not committing (another run writing into OUTPUT?): {sorted(foreign)[:5]}"
+        )
     return to_move, moved
 
 
@@ -427,7 +433,7 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
         footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
     rows: dict[str, int] = defaultdict(int)
-    for (staged, _), num_rows in zip(plan, footers):
+    for (staged, _), num_rows in zip(plan, footers, strict=True):
         rows[staged.directory] += num_rows
     counts = manifest["counts"]
     expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
