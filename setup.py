@@ -11,6 +11,7 @@ CORE = [
     "smart-open[zst]>=7",
     "pyyaml>=6",
     "zstandard>=0.22",
+    "psutil>=5.9",  # the launcher ends its worker processes on Ctrl-C
 ]
 
 EXTRAS = {

@@ -1,9 +1,10 @@
 """The re-chunking job: ``zerda-rechunk --input GLOB --output DIR [--config YAML] [Beam options]``.
 
 With no ``--input`` it chunks the bundled sample corpus into ``./out/chunks``. Options this
-parser does not know are handed to Beam (``--runner``, ``--direct_num_workers``, ...), so the
-same ``--config`` runs on the DirectRunner, Dataflow and Flink. Bad settings, inputs or
-outputs exit with code 2 before anything is written.
+parser does not know go to Beam (``--runner``, ``--direct_num_workers``, ...), so the same
+``--config`` runs on the DirectRunner, Dataflow and Flink; an argument Beam does not know either
+is refused (``pipelines.options``). Bad arguments, settings, inputs or outputs, and an OUTPUT another
+run holds, exit with code 2 before anything is written; Ctrl-C exits with 130.
 
     ReadCorpus ─► ChunkDocuments ─┬─► WriteChunks ──┐
          │                         └─► rejects ─────┼─► WriteRejects ─┐
@@ -13,29 +14,36 @@ outputs exit with code 2 before anything is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 import apache_beam as beam
 import fsspec
+import psutil
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 
 from pipelines.chunking import ChunkDocuments
+from pipelines.errors import OutputError, UsageError
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.read import FILES_TAG, REJECTS_TAG, ReadCorpus
 from pipelines.io.write import (
     MANIFEST_FILE,
     CommitOutput,
-    OutputError,
     WriteChunks,
     WriteRejects,
+    hold_output,
     new_run_id,
     prepare_output,
 )
 from pipelines.manifest import BuildManifest, check_accounting
+from pipelines.options import new_pipeline, parse_arguments
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url
 from pipelines.schema import REJECTS_DIR
@@ -46,12 +54,14 @@ from pipelines.terminal_table import write_stdout
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
 EXIT_NOTHING_CHUNKED = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 log = logging.getLogger("zerda")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zerda-rechunk",
+        allow_abbrev=False,  # "--out" is no option: every argument is spelt out or refused
         description="Re-chunk a text corpus by information density into a Parquet dataset "
         "partitioned by density bucket. Unknown options go to Apache Beam (e.g. --runner, "
         "--direct_num_workers, --direct_running_mode, --temp_location, --setup_file).",
@@ -85,9 +95,14 @@ def build_pipeline(
     output: str,
     started: datetime,
     progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    run_id: str | None = None,
 ) -> beam.PCollection:
-    """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest."""
-    run_id = new_run_id()
+    """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest.
+
+    With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease.
+    """
+    commit = CommitOutput(output, run_id)
+    run_id = run_id or new_run_id()
     read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
     chunked = read.records | "ChunkDocuments" >> ChunkDocuments(
         settings.chunking,
@@ -107,21 +122,27 @@ def build_pipeline(
     } | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
-    return {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
+    return {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> commit
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the job; returns the manifest. Raises SettingsError/InputError/OutputError on bad usage."""
-    args, beam_args = build_parser().parse_known_args(argv)
+    """Run the job; returns the manifest. Raises UsageError/SettingsError/InputError/OutputError on bad usage.
+
+    Every argument and setting is checked, and OUTPUT's lease taken, before anything in OUTPUT changes;
+    the previous output stays finished until this run's commit replaces it.
+    """
+    args, options, runner = parse_arguments(build_parser(), argv)
     _configure_logging(args.quiet, args.verbose)
+    pipeline = new_pipeline(_worker_logging(options, args.quiet, args.verbose), runner)
     settings = load_settings(args.config)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
     prepare_output(args.output)
-    log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
-    started = datetime.now(timezone.utc)
-    pipeline = beam.Pipeline(options=_worker_logging(PipelineOptions(beam_args), args.quiet, args.verbose))
-    build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds)
-    pipeline.run().wait_until_finish()
+    run_id = new_run_id()
+    with hold_output(args.output, run_id):
+        log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
+        started = datetime.now(timezone.utc)
+        build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id)
+        _interruptible(lambda: pipeline.run().wait_until_finish())
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
@@ -133,13 +154,70 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     try:
         manifest = run(argv)
-    except (SettingsError, InputError, OutputError) as error:
+    except (UsageError, SettingsError, InputError, OutputError) as error:
         print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        logging.disable(logging.NOTSET)
+        print("zerda: interrupted; OUTPUT keeps its previous output", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if manifest["counts"]["documents_chunked"] == 0:
         print(f"zerda: error: {nothing_chunked(manifest)}", file=sys.stderr)
         return EXIT_NOTHING_CHUNKED
     return 0
+
+
+def _interruptible(work: Callable[[], object]) -> None:
+    """Run ``work`` so that Ctrl-C reaches the launcher only: it kills the workers, then raises KeyboardInterrupt.
+
+    Ctrl-C signals the terminal's whole process group, and each Beam worker process would print its own
+    traceback. So while ``work`` runs (in a thread), SIGINT is ignored and blocked: worker processes
+    inherit the ignored disposition across exec, so Python never turns it into KeyboardInterrupt in them,
+    while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
+    is ignored).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        work()
+        return
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as err:  # handed to the main thread below
+            failure.append(err)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        thread = threading.Thread(target=target, name="zerda-pipeline", daemon=True)
+        thread.start()
+        interrupted = False
+        while thread.is_alive() and not interrupted:
+            interrupted = signal.sigtimedwait({signal.SIGINT}, 0.2) is not None
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        threading.excepthook = lambda _: None  # the runner's threads fail and log as their workers go: not news
+        logging.disable(logging.CRITICAL)
+        _end_worker_processes()
+        raise KeyboardInterrupt
+    if failure:
+        raise failure[0]
+
+
+def _end_worker_processes() -> None:
+    """Kill the worker processes the runner started (``multi_processing``): they must not outlive the launcher.
+
+    SIGKILL, not SIGTERM: a worker told to stop logs its broken connection as a traceback, and its half
+    written staged files are deleted with the run's staging anyway.
+    """
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(children, timeout=10)
 
 
 def nothing_chunked(manifest: dict[str, Any]) -> str:

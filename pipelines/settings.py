@@ -261,22 +261,90 @@ def _unknown(values: Mapping[Any, Any], known: Mapping[str, Any], what: str) -> 
     return problems
 
 
+MAX_CONFIG_BYTES = 1_000_000  # a reviewed settings file is a few hundred bytes
+MAX_INT_DIGITS = 30  # no setting needs more; Python would spend quadratic time on thousands of digits
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, stricter: no aliases (so no "billion laughs" expansion), no duplicate key,
+    no integer longer than ``MAX_INT_DIGITS`` digits; each refusal is a YAMLError with the line."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(
+                None, None, "aliases (*name) are not allowed in a config", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # an unhashable key is PyYAML's own error below
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {str(key)[:80]!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        if sum(c.isdigit() for c in str(node.value)) > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer longer than {MAX_INT_DIGITS} digits", node.start_mark
+            )
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as err:  # 2026-02-30 matches the timestamp pattern, then datetime refuses it
+            raise yaml.constructor.ConstructorError(None, None, f"impossible date: {err}", node.start_mark) from err
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
+_ConfigLoader.add_constructor("tag:yaml.org,2002:timestamp", _ConfigLoader.construct_yaml_timestamp)
+
+
+def _parse_config(raw: bytes, path: str | Path) -> Any:
+    """The YAML document in ``raw``; SettingsError in one line for anything that is not a plain, small config."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise SettingsError(
+            f"config {path} is {len(raw):,} bytes, more than a settings file needs ({MAX_CONFIG_BYTES:,})"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SettingsError(f"config {path} is not UTF-8 text (byte {err.start}): is it the right file?") from err
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise SettingsError(f"config {path} is not valid YAML{where}: {str(problem)[:200]}") from err
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Read and validate a YAML config (any fsspec URL); ``None`` gives the defaults.
 
-    Only ``yaml.safe_load``: a config is data, never code (``!!python/...`` tags are refused).
+    Only a safe loader: a config is data, never code (``!!python/...`` tags are refused), and never
+    big (no aliases, no huge integers, a size cap), so a hostile file costs no time or memory.
     """
     if path is None:
         return Settings()
     try:
         with fsspec.open(str(path), "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:
         raise SettingsError(f"cannot read config {path}: {err.strerror or err}") from err
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as err:
-        raise SettingsError(f"config {path} is not valid YAML: {err}") from err
+    data = _parse_config(raw, path)
+    if data is not None and not isinstance(data, Mapping):
+        raise SettingsError(
+            f"config {path} must be a mapping of sections (chunking:, input:, ...), got {_describe(data)[:80]}"
+        )
     try:
         return Settings.from_dict(data)
     except SettingsError as err:

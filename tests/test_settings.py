@@ -346,3 +346,73 @@ def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
     assert Settings.from_dict({"output": {"bucket_width": 0.2}}).chunking.fingerprint == default
     assert ChunkingSettings(overlap=64).fingerprint != default
     assert default != Settings().fingerprint
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"b{i}: &b{i} [{', '.join([f'*{p}'] * 9)}]\n"
+                for i, p in enumerate(["a", "b0", "b1", "b2", "b3", "b4", "b5", "b6"])
+            ),
+            "aliases",
+        ),
+        ("base: &base {base_size: 400}\nchunking:\n  <<: *base\n", "aliases"),
+        ("chunking:\n  base_size: " + "9" * 5000 + "\n", "longer than 30 digits"),
+        ("chunking:\n  base_size: -" + "1" * 4300 + "\n", "longer than 30 digits"),
+        ("chunking:\n  language: 2026-02-30\n", "impossible date"),
+        ("chunking:\n  overlap: 10\n  overlap: 20\n", "duplicate key 'overlap'"),
+        ("chunking: {}\nchunking: {}\n", "duplicate key 'chunking'"),
+        ("- chunking\n- input\n", "must be a mapping of sections"),
+        ("just a string\n", "must be a mapping of sections"),
+        ("42\n", "must be a mapping of sections"),
+    ],
+    ids=[
+        "alias-bomb",
+        "merge-key",
+        "huge-int",
+        "huge-negative-int",
+        "impossible-date",
+        "duplicate-key",
+        "duplicate-section",
+        "list",
+        "string",
+        "number",
+    ],
+)
+def test_hostile_or_odd_yaml_is_one_line_and_exit_2(
+    text: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(SettingsError, match=expected) as info:
+        load_settings(path)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+    assert main([str(path)]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_duplicate_key_error_names_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "chunking:\n  overlap: 10\n  base_size: 300\n  overlap: 20\n")
+    with pytest.raises(SettingsError, match=r"line 4.*duplicate key 'overlap'"):
+        load_settings(path)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00\x01binary", bytes(range(256))], ids=["utf16-bom", "all-bytes"])
+def test_binary_config_is_a_settings_error(content: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(content)
+    with pytest.raises(SettingsError, match="not UTF-8"):
+        load_settings(path)
+
+
+def test_oversized_config_is_refused_unread(tmp_path: Path) -> None:
+    path = write(tmp_path, "# " + "x" * 2_000_000 + "\n")
+    with pytest.raises(SettingsError, match="more than a settings file needs"):
+        load_settings(path)
+
+
+def test_anchors_without_aliases_still_load(tmp_path: Path) -> None:
+    path = write(tmp_path, "chunking: &c\n  base_size: 400\n")
+    assert load_settings(path).chunking.base_size == 400

@@ -41,7 +41,7 @@ import posixpath
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -54,6 +54,8 @@ from apache_beam.transforms.window import GlobalWindows
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
+from pipelines.errors import OutputError
+from pipelines.io.lease import Lease, check_held, dead_staging
 from pipelines.manifest import finish_manifest
 from pipelines.records import Reject
 from pipelines.schema import (
@@ -72,10 +74,7 @@ from pipelines.schema import (
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-
-
-class OutputError(ValueError):
-    """OUTPUT cannot hold the dataset (a file, not writable, unknown protocol): the CLI exits with code 2."""
+STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
 
 
 @dataclass(frozen=True)
@@ -113,10 +112,10 @@ def _remove(fs: AbstractFileSystem, path: str | list[str], recursive: bool = Fal
 
 
 def prepare_output(output: str) -> None:
-    """Check, before the run, that OUTPUT is a directory we can write; remove a previous ``_SUCCESS``.
+    """Check, before the run, that OUTPUT is a directory we can write (it is created if missing).
 
-    Removing ``_SUCCESS`` up front means a run that then fails or is killed leaves none behind. Call it
-    after every other check: it creates OUTPUT if missing.
+    Nothing of a previous output changes here: it stays finished, ``_SUCCESS`` included, until this
+    run's commit replaces it.
     """
     try:
         fs, root = _filesystem(output)
@@ -126,11 +125,28 @@ def prepare_output(output: str) -> None:
         probe = f"{root}/.zerda-probe-{uuid.uuid4().hex}"
         fs.pipe_file(probe, b"")
         fs.rm(probe)
-        _remove(fs, f"{root}/{SUCCESS_FILE}")
     except OutputError:
         raise
     except (OSError, ValueError, ImportError) as err:  # what fsspec raises for denied, bad or unknown paths
         raise OutputError(f"output {output!r} is not writable: {err}") from err
+
+
+@contextlib.contextmanager
+def hold_output(output: str, run_id: str) -> Iterator[None]:
+    """Hold OUTPUT's lease for the run (OutputError naming the holder if a live run has it).
+
+    Once it is held, the staging dead runs left is deleted (a disk filled by a killed run's files
+    frees up); a run that fails or is interrupted deletes its own, which nothing will commit.
+    """
+    fs, root = _filesystem(output)
+    staging = f"{root}/{STAGING_DIR}"
+    with Lease(fs, root, run_id) as lease:
+        _remove(fs, dead_staging(fs, staging, lease), recursive=True)
+        try:
+            yield
+        except BaseException:
+            _remove(fs, f"{staging}/{run_id}", recursive=True)
+            raise
 
 
 def _bucket_directory(row: Mapping[str, Any]) -> str:
@@ -212,8 +228,9 @@ class _StageParquet(beam.DoFn):
             raise ValueError(f"rows without a value for required column(s) {missing} in {directory}")
         if part.writer is None:
             part.handle = self._fs.open(f"{self._root}/{part.relative}", "wb")
+            schema = self._schema.with_metadata({**(self._schema.metadata or {}), STAGED_KEY: part.relative.encode()})
             part.writer = pq.ParquetWriter(
-                part.handle, self._schema, compression=self._compression, use_dictionary=self._dictionary
+                part.handle, schema, compression=self._compression, use_dictionary=self._dictionary
             )
         part.writer.write_table(table, row_group_size=len(table))
         part.rows += table.num_rows
@@ -315,40 +332,78 @@ def _is_dataset_entry(name: str) -> bool:
     return name.startswith(f"{PARTITION_COLUMN}=") or name == REJECTS_DIR
 
 
-class _Commit(beam.DoFn):
-    """Replaces OUTPUT's dataset with the staged files, then writes the manifest and ``_SUCCESS``."""
+class CommitError(OSError):
+    """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
 
-    def __init__(self, output: str) -> None:
+
+Plan = list[tuple[StagedFile, str]]  # each staged file with its final path, both relative to OUTPUT
+
+
+class _Commit(beam.DoFn):
+    """Replaces OUTPUT's dataset with the staged files, checks them, then writes the manifest and ``_SUCCESS``.
+
+    The steps, each a function below, in order: check the lease; plan the final names; find which staged
+    files still wait (an earlier attempt of this commit may have moved some: only a file whose footer
+    names the staged path is taken as moved); retract ``_SUCCESS`` and the manifest; clear the previous
+    dataset; move; verify the committed rows against the manifest; remove this run's staging; write the
+    manifest, then ``_SUCCESS``.
+    """
+
+    def __init__(self, output: str, run_id: str | None = None) -> None:
         self._output = output
+        self._run_id = run_id
 
     def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
         fs, root = _filesystem(self._output)
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
-        named = _final_names([*chunk_files, *reject_files])
-        plan = [(f"{root}/{staged.path}", f"{root}/{final}") for staged, final in named]
-        # A file an earlier attempt of this commit already moved is no longer in staging: keep it.
-        waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
-        to_move = [(src, dst) for src, dst in plan if src in waiting]
-        moved = {dst for src, dst in plan if src not in waiting}
-        lost = [dst for dst in moved if not fs.exists(dst)]
-        if lost:  # checked before deleting anything, while the previous dataset is still whole
-            raise FileNotFoundError(f"staged files missing (another run writing into OUTPUT?): {sorted(lost)[:5]}")
+        if self._run_id is not None:
+            check_held(fs, root, self._run_id)
+        plan = _final_names([*chunk_files, *reject_files])
+        to_move, moved = _pending_moves(fs, root, plan)
+        _retract(fs, root)
+        _clear_previous(fs, root, keep=moved, folders={posixpath.dirname(f"{root}/{final}") for _, final in plan})
+        _move(fs, root, to_move)
+        _verify(fs, root, plan, manifest)
+        _clear_staging(fs, root, plan)
+        yield _publish(fs, root, plan, manifest)
 
-        _remove(fs, f"{root}/{SUCCESS_FILE}")
-        _remove(fs, f"{root}/{MANIFEST_FILE}")
-        folders = {posixpath.dirname(dst) for _, dst in plan}
-        _clear_previous(fs, root, keep=moved, folders=folders)
-        for folder in folders:
-            fs.makedirs(folder, exist_ok=True)
-        with ThreadPoolExecutor(_MOVE_THREADS) as pool:
-            list(pool.map(lambda move: fs.mv(*move), to_move))
-        _remove(fs, f"{root}/{STAGING_DIR}", recursive=True)
 
-        files = [{"path": final, "rows": staged.rows} for staged, final in named]
-        final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
-        fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
-        fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
-        yield final_manifest
+def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
+    """The files still in staging, and the final paths an earlier attempt of this commit already filled.
+
+    Checked before deleting anything, while the previous dataset is still whole. A staged file that is
+    gone counts as moved only if its final path holds the very file (its footer names the staged path):
+    never a file of another run.
+    """
+    waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
+    to_move = [(staged, final) for staged, final in plan if f"{root}/{staged.path}" in waiting]
+    moved = {f"{root}/{final}" for staged, final in plan if f"{root}/{staged.path}" not in waiting}
+    foreign = [
+        staged.path
+        for staged, final in plan
+        if f"{root}/{final}" in moved and _staged_as(fs, root, final) != staged.path
+    ]
+    if foreign:
+        raise CommitError(
+            f"staged files missing, not committing (another run writing into OUTPUT?): {sorted(foreign)[:5]}"
+        )
+    return to_move, moved
+
+
+def _staged_as(fs: AbstractFileSystem, root: str, path: str) -> str | None:
+    """The staged path a Parquet file's footer names (None: no such file, not ours, or not Parquet)."""
+    try:
+        with fs.open(f"{root}/{path}", "rb") as f:
+            metadata = pq.read_metadata(f).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return metadata.get(STAGED_KEY, b"").decode() or None
+
+
+def _retract(fs: AbstractFileSystem, root: str) -> None:
+    """First change to the dataset: OUTPUT stops being a finished output."""
+    _remove(fs, f"{root}/{SUCCESS_FILE}")
+    _remove(fs, f"{root}/{MANIFEST_FILE}")
 
 
 def _clear_previous(fs: AbstractFileSystem, root: str, keep: set[str], folders: set[str]) -> None:
@@ -365,15 +420,76 @@ def _clear_previous(fs: AbstractFileSystem, root: str, keep: set[str], folders: 
             _remove(fs, entry, recursive=True)
 
 
+def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
+    for folder in {posixpath.dirname(f"{root}/{final}") for _, final in to_move}:
+        fs.makedirs(folder, exist_ok=True)
+    with ThreadPoolExecutor(_MOVE_THREADS) as pool:
+        list(pool.map(lambda move: fs.mv(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
+
+
+def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> None:
+    """Re-read the committed files' footers: each is the file staged, with its rows, and the totals match the
+    manifest's chunk and reject counts (the last guard against a runner that lost a bundle's output)."""
+    with ThreadPoolExecutor(_MOVE_THREADS) as pool:
+        footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
+    rows: dict[str, int] = defaultdict(int)
+    for (staged, _), num_rows in zip(plan, footers, strict=True):
+        rows[staged.directory] += num_rows
+    counts = manifest["counts"]
+    expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
+    if sum(counts["rejects"].values()):
+        expected[REJECTS_DIR] = sum(counts["rejects"].values())
+    found = {directory: n for directory, n in rows.items() if n}
+    if found != expected:
+        differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
+        detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
+        raise CommitError(f"committed rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
+
+
+def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> int:
+    """Rows in a committed file, after checking it is the file staged with the rows staged."""
+    try:
+        with fs.open(f"{root}/{final}", "rb") as f:
+            metadata = pq.read_metadata(f)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
+    staged_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
+    if staged_as != staged.path or metadata.num_rows != staged.rows:
+        raise CommitError(
+            f"committed file {final} is not the one staged ({staged_as or 'no zerda footer'}, {metadata.num_rows:,} "
+            f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
+        )
+    return metadata.num_rows
+
+
+def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
+    """Delete this run's staging folder (``_staging/<run_id>``, retried bundles' files in it), never another
+    run's; ``_staging`` itself goes once it is empty."""
+    _remove(fs, sorted({f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan}), recursive=True)
+    with contextlib.suppress(OSError):
+        if not fs.ls(f"{root}/{STAGING_DIR}", detail=False):
+            fs.rmdir(f"{root}/{STAGING_DIR}")
+
+
+def _publish(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the manifest, then ``_SUCCESS``: the last step, the one that makes OUTPUT a finished output."""
+    files = [{"path": final, "rows": staged.rows} for staged, final in plan]
+    final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
+    fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
+    fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
+    return final_manifest
+
+
 class CommitOutput(beam.PTransform):
     """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> the final manifest.
 
     Runs once, after every staged write and the manifest are complete (they are its side inputs).
     """
 
-    def __init__(self, output: str) -> None:
+    def __init__(self, output: str, run_id: str | None = None) -> None:
         super().__init__()
         self._output = _absolute_url(output)
+        self._run_id = run_id
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         return (
@@ -381,7 +497,7 @@ class CommitOutput(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Commit"
             >> beam.ParDo(
-                _Commit(self._output),
+                _Commit(self._output, self._run_id),
                 beam.pvalue.AsList(pcolls["chunks"]),
                 beam.pvalue.AsList(pcolls["rejects"]),
                 beam.pvalue.AsSingleton(pcolls["manifest"]),

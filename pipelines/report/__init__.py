@@ -11,8 +11,9 @@ reading small columns and never ``text``, so a large output reports with little 
 ``text`` from the first rows of one file a bucket only.
 """
 
+from pipelines.errors import OutputError
 from pipelines.report.cli import main
-from pipelines.report.model import OutputError, Report, percentile
+from pipelines.report.model import Report, percentile
 from pipelines.report.page import render_html, render_svg_histogram
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text

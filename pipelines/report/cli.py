@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import fsspec
 
-from pipelines.report.model import OutputError
+from pipelines.errors import OutputError
 from pipelines.report.page import render_html
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text

@@ -15,10 +15,6 @@ from pipelines.settings import OutputSettings
 PERCENTILES = (5, 50, 95, 100)
 
 
-class OutputError(Exception):
-    """The output is missing, unfinished or not a zerda output; the CLI exits with code 2."""
-
-
 class Group(NamedTuple):
     """Chunks of one bucket, size and language: the unit the scan aggregates to."""
 

@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from pyarrow import acero
 
-from pipelines.report.model import Group, OutputError, RejectedFile, Report, Sample, SourceCounts
+from pipelines.errors import OutputError
+from pipelines.report.model import Group, RejectedFile, Report, Sample, SourceCounts
 from pipelines.schema import (
     CHUNK_SUFFIX,
     MANIFEST_FILE,

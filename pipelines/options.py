@@ -1,0 +1,101 @@
+"""Every command-line argument understood once, by zerda's parser or by Beam's option classes, or refused.
+
+Beam alone only warns about an option it does not know and runs anyway, so ``--inptu x`` would chunk
+the sample corpus and ``--direct_num_worker=2`` would run with one worker. Here the arguments zerda's
+parser leaves go to a parser holding every registered ``PipelineOptions`` class (as
+``PipelineOptions.get_all_options`` builds it, abbreviations off), after the chosen runner has been
+created, so that a runner's own option class (a runner module may define one) counts as well. What is
+left is a :class:`UsageError` naming the closest known option; values Beam's classes refuse
+(``--direct_num_workers=abc``, ``--direct_running_mode=bogus``), an unknown runner and the runner's own
+validation (``--runner DataflowRunner`` without ``--project``) are usage errors too. All of it happens
+before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import NoReturn
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
+from apache_beam.runners.runner import PipelineRunner, create_runner
+
+from pipelines.errors import UsageError
+
+
+class _RaisingParser(_BeamArgumentParser):
+    """Beam's argument parser with a parse error raised as a UsageError instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def raise_on_error(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make ``parser`` raise UsageError (one line, exit code 2 in ``main``) instead of printing its usage."""
+
+    def error(message: str) -> NoReturn:
+        raise UsageError(message)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def _beam_parser() -> _RaisingParser:
+    """Every registered Beam option, one class each, as ``PipelineOptions.get_all_options`` collects them."""
+    parser = _RaisingParser(allow_abbrev=False, add_help=False)
+    classes: dict[str, type[PipelineOptions]] = {}
+    for cls in PipelineOptions.__subclasses__():
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # the hook each options class fills in
+    return parser
+
+
+def _runner(beam_args: list[str]) -> PipelineRunner:
+    """The runner the arguments name (Beam's default when none): unknown or not installed is a usage error."""
+    name = PipelineOptions(beam_args).view_as(StandardOptions).runner or StandardOptions.DEFAULT_RUNNER
+    try:
+        return create_runner(name)
+    except (ValueError, ImportError) as err:
+        raise UsageError(f"--runner {name}: {err}") from err
+
+
+def _unknown_message(unknown: list[str], known: list[str]) -> str:
+    """One line for the first argument nobody understood, with the closest option name when there is one."""
+    first = unknown[0]
+    if not first.startswith("-"):
+        return (
+            f"unexpected argument {first!r}: quote a glob ('DIR/*.jsonl') so the shell does not expand it into "
+            "several words, or give each path its own --input"
+        )
+    name = first.split("=", 1)[0]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown option {name}{hint}; see --help, or Beam's pipeline options for the runner's own"
+
+
+def _option_strings(*parsers: argparse.ArgumentParser) -> list[str]:
+    return [s for parser in parsers for action in parser._actions for s in action.option_strings if s.startswith("--")]
+
+
+def parse_arguments(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> tuple[argparse.Namespace, PipelineOptions, PipelineRunner]:
+    """zerda's arguments, Beam's options and the runner; UsageError when any argument is not understood."""
+    args, beam_args = raise_on_error(parser).parse_known_args(argv)
+    _beam_parser().parse_known_args(beam_args)  # the values Beam's classes refuse, before the runner reads them
+    runner = _runner(beam_args)
+    beam_parser = _beam_parser()  # again: creating the runner may have registered its own options class
+    _, unknown = beam_parser.parse_known_args(beam_args)
+    if unknown:
+        raise UsageError(_unknown_message(unknown, _option_strings(parser, beam_parser)))
+    return args, PipelineOptions(beam_args), runner
+
+
+def new_pipeline(options: PipelineOptions, runner: PipelineRunner) -> beam.Pipeline:
+    """A pipeline for ``options``; the runner's validation of them (``Pipeline.__init__``) is a usage error."""
+    try:
+        return beam.Pipeline(runner=runner, options=options)
+    except ValueError as err:
+        raise UsageError(str(err).replace("\n", " ")) from err

@@ -1,0 +1,352 @@
+"""Operators' mistakes and concurrency (issue 9): misspelt or invalid options, two jobs into one OUTPUT,
+Ctrl-C, a commit that finds files missing, foreign or short, and dead runs' leases and staging.
+
+Faults are made from the tests only: real processes signalled or run side by side, staged files
+removed or truncated by a step the test puts before the commit, leases planted as a dead run leaves them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import apache_beam as beam
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.errors import OutputError, UsageError
+from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, Lease
+from pipelines.io.write import StagedFile, hold_output, new_run_id
+from pipelines.options import parse_arguments
+from pipelines.rechunk import build_parser, main
+from tests.common import MULTI_PROCESS, REPO
+from tests.output_checks import read_chunks, read_manifest
+from tests.test_reliability_faults import write_big_corpus
+from tests.test_write import corpus, run_write
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]
+
+DATA_DIR = REPO / "tests" / "data"
+
+
+@pytest.fixture
+def finished(tmp_path: Path) -> Path:
+    """A finished output of the sample corpus, to check that bad usage leaves it whole."""
+    out = tmp_path / "out"
+    assert main(["--output", str(out), "--quiet"]) == 0
+    return out
+
+
+def _snapshot(output: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(output)): p.read_bytes() for p in output.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--inptu", "x"], "unknown option --inptu (did you mean --input?)"),
+        (["--ouput", "elsewhere"], "unknown option --ouput (did you mean --output?)"),
+        (["--direct_num_worker=2"], "did you mean --direct_num_workers?"),
+        (["--out", "elsewhere"], "unknown option --out"),  # no abbreviation is taken as an option
+        (["--input", str(DATA_DIR / "english_prose.txt"), str(DATA_DIR / "guide.md")], "unexpected argument"),
+        (["--progress-secs=1"], "did you mean --progress-seconds?"),
+        (["-x"], "unknown option -x"),
+        (["--runner", "NoSuch"], "Unexpected pipeline runner: NoSuch"),
+        (["--runner=NoSuchRunner"], "Unexpected pipeline runner"),
+        (["--direct_num_workers=abc"], "invalid int value: 'abc'"),
+        (["--direct_running_mode=bogus"], "invalid choice: 'bogus'"),
+        (["--direct_num_workers"], "expected one argument"),
+        (["--progress-seconds", "soon"], "invalid float value"),
+        (["--quiet", "--verbose"], "not allowed with argument"),
+    ],
+)
+def test_an_argument_nobody_understands_exits_2_in_one_line_and_touches_nothing(
+    args: list[str], message: str, finished: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _snapshot(finished)
+    capsys.readouterr()
+    assert main(["--output", str(finished), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert _snapshot(finished) == before  # _SUCCESS, manifest and rows as they were; no lease, no staging
+
+
+@pytest.mark.parametrize(
+    "beam_args",
+    [
+        ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode=multi_processing"],
+        ["--runner=FlinkRunner", "--flink_master=localhost:8081", "--environment_type=LOOPBACK", "--parallelism=2"],
+        ["--runner", "PortableRunner", "--job_endpoint", "localhost:8099", "--environment_type", "DOCKER"],
+        [
+            "--environment_config=apache/beam_python3.11_sdk:2.77.0",
+            "--job_server_timeout=30",
+            "--sdk_worker_parallelism=1",
+        ],
+        ["--setup_file", "./setup.py", "--temp_location", "gs://b/tmp", "--project", "p", "--region", "europe-west1"],
+        ["--staging_location=gs://b/staging", "--service_account_email=a@b.iam", "--max_num_workers=10"],
+        ["--experiments=use_runner_v2", "--experiments", "shuffle_mode=service", "--save_main_session"],
+        ["--default_sdk_harness_log_level=INFO", "--requirements_file=req.txt", "--s3_endpoint_url=http://x"],
+        ["--runner=SparkRunner", "--spark_master_url=local[2]", "--spark_version=3"],
+        ["--runner=PrismRunner", "--prism_location=/bin/prism"],
+    ],
+)
+def test_every_beam_option_of_any_runner_is_understood(beam_args: list[str]) -> None:
+    args, options, _ = parse_arguments(build_parser(), ["--output", "o", *beam_args])
+    assert args.output == "o"
+    assert options.get_all_options(retain_unknown_options=True)  # Beam itself sees no unknown one
+
+
+def test_dataflow_runner_options_are_understood_or_refused_for_what_they_lack() -> None:
+    argv = ["--runner=DataflowRunner", "--project=p", "--region=r", "--temp_location=gs://b/t"]
+    try:
+        parse_arguments(build_parser(), argv)
+    except UsageError as err:  # without apache-beam[gcp] the runner cannot be made: said so, exit 2
+        assert "apache_beam[gcp]" in str(err) or "Dataflow" in str(err)
+
+
+# --- the commit: what it checks before _SUCCESS -----------------------------------------------
+
+
+class _Tamper(beam.DoFn):
+    """Passes staged files on to the commit after breaking the first one (a runner or disk losing it)."""
+
+    def __init__(self, output: str, how: str) -> None:
+        self._output, self._how = output, how
+
+    def process(self, staged: StagedFile) -> Iterator[StagedFile]:
+        path = Path(self._output) / staged.path
+        if "part-00000" in staged.path or staged.directory == "density_bucket=4":
+            if self._how == "delete" and path.exists():
+                path.unlink()
+            elif self._how == "truncate" and path.exists():
+                path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+            elif self._how == "drop":
+                return
+        yield staged
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [("delete", "staged files missing"), ("truncate", "cannot be read back"), ("drop", "differ from the manifest")],
+)
+def test_the_commit_checks_the_files_it_commits_before_success(
+    how: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    run_write(str(out), corpus(4))
+    before = read_chunks(out).num_rows
+    import tests.test_write as write_tests
+
+    original = write_tests.WriteChunks
+
+    class TamperedChunks(original):  # type: ignore[misc,valid-type]
+        def expand(self, rows):  # the staged files go through _Tamper on their way to the commit
+            return super().expand(rows) | "Tamper" >> beam.ParDo(_Tamper(str(out), how))
+
+    monkeypatch.setattr(write_tests, "WriteChunks", TamperedChunks)
+    with pytest.raises(Exception, match=message):
+        run_write(str(out), corpus(6, densities=(0.42,)), run_id=new_run_id())
+    assert not (out / "_SUCCESS").exists() if how != "delete" else (out / "_SUCCESS").exists()
+    if how == "delete":  # refused before the dataset changed: the previous output is whole
+        assert read_chunks(out).num_rows == before
+
+
+def test_the_commit_never_adopts_a_file_it_did_not_stage(tmp_path: Path) -> None:
+    """A staged file gone while a file of the same final name is there (another run's): refused."""
+    out = tmp_path / "out"
+    run_write(str(out), corpus(3), max_rows_per_file=1)
+    foreign = next(out.glob("density_bucket=4/part-00000.parquet"))
+    table = pq.read_table(foreign)
+    with pytest.raises(Exception, match="staged files missing"):
+        _commit_with_missing_staging(out, table)
+
+
+def _commit_with_missing_staging(out: Path, table: object) -> None:
+    from pipelines.io import write as write_module
+
+    fs_root = str(out)
+    staged = StagedFile("density_bucket=4", f"_staging/{new_run_id()}/density_bucket=4/part-gone.parquet", 1)
+    commit = write_module._Commit(fs_root)
+    list(commit.process(None, [staged], [], read_manifest(out)))
+
+
+# --- the lease: one run at a time, dead runs do not block --------------------------------------
+
+
+def _plant_lease(output: Path, **fields: object) -> None:
+    holder = {
+        "run_id": "20260101T000000Z-deadbeef",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": "2026-01-01T00:00:00+00:00",
+        "heartbeat": time.time(),
+        **fields,
+    }
+    output.mkdir(parents=True, exist_ok=True)
+    (output / LEASE_FILE).write_text(json.dumps(holder), encoding="utf-8")
+
+
+def test_a_live_lease_refuses_the_run_naming_it(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _plant_lease(finished, run_id="20260101T000000Z-livelive", host="other-host", pid=1)
+    before = _snapshot(finished)
+    capsys.readouterr()
+    assert main(["--output", str(finished), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "in use by run 20260101T000000Z-livelive (host other-host, pid 1" in err
+    assert _snapshot(finished) == before
+
+
+@pytest.mark.parametrize(
+    "lease",
+    [{"pid": 2**22 + 12345}, {"host": "other-host", "heartbeat": time.time() - STALE_SECONDS - 60}, {"heartbeat": "x"}],
+    ids=["pid-gone-on-this-host", "heartbeat-stale", "unreadable"],
+)
+def test_a_dead_runs_lease_and_staging_do_not_block_the_next_run(lease: dict, finished: Path) -> None:
+    dead = "20260101T000000Z-deadbeef"
+    _plant_lease(finished, run_id=dead, **lease)
+    leftover = finished / "_staging" / dead / "density_bucket=3" / "part-x.parquet"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(b"half a file")
+    young = finished / "_staging" / new_run_id()  # a run that started a moment ago: not ours to delete
+    young.mkdir()
+    assert main(["--output", str(finished), "--quiet"]) == 0
+    assert not leftover.exists() and young.exists()
+    assert not (finished / LEASE_FILE).exists()  # released at the end
+    assert (finished / "_SUCCESS").exists()
+
+
+def test_a_failed_run_removes_its_staging_and_lease(tmp_path: Path) -> None:
+    out, run_id = tmp_path / "out", new_run_id()
+    with pytest.raises(OSError, match="No space left"), hold_output(str(out), run_id):
+        (out / "_staging" / run_id).mkdir(parents=True)
+        (out / "_staging" / run_id / "part.parquet").write_bytes(b"x" * 1000)
+        raise OSError(28, "No space left on device")
+    assert not (out / "_staging" / run_id).exists() and not (out / LEASE_FILE).exists()
+
+
+def test_s3_lease_is_exclusive_and_named(s3_env: S3Env) -> None:
+    bucket = s3_env.new_bucket()
+    fs, root = s3_env.filesystem(), f"{bucket}/out"
+    refused = pytest.raises(OutputError, match="in use by run 20260101T000000Z-first000")
+    with Lease(fs, root, "20260101T000000Z-first000"), refused:
+        Lease(fs, root, "20260101T000000Z-second00").acquire()
+    assert not fs.exists(f"{root}/{LEASE_FILE}")
+    with Lease(fs, root, "20260101T000000Z-third000"):  # released: the next run takes it
+        assert json.loads(fs.cat_file(f"{root}/{LEASE_FILE}"))["run_id"] == "20260101T000000Z-third000"
+
+
+def test_s3_conditional_put_loses_the_race_cleanly(s3_env: S3Env) -> None:
+    """Two creates of the same lease: S3's If-None-Match lets one win; the other reads the winner."""
+    bucket = s3_env.new_bucket()
+    fs, root = s3_env.filesystem(), f"{bucket}/out"
+    first, second = Lease(fs, root, "20260101T000000Z-aaaaaaaa"), Lease(fs, root, "20260101T000000Z-bbbbbbbb")
+    assert first._create()
+    assert not second._create()
+    first.release()
+
+
+# --- real processes: two jobs at once, Ctrl-C -------------------------------------------------
+
+
+def _job(argv: list[str], log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines.rechunk", *argv],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        start_new_session=True,
+    )
+
+
+def _wait_for(path: Path, job: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), f"{path.name} did not appear (job rc {job.poll()})"
+
+
+@contextlib.contextmanager
+def _reaped(*jobs: subprocess.Popen) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for job in jobs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("ops") / "big"
+    write_big_corpus(directory, megabytes=24, files=4)
+    return directory
+
+
+@pytest.mark.parametrize("second", ["small", "big"], ids=["short-second-job", "long-second-job"])
+def test_two_jobs_into_one_output_one_commits_the_other_refuses(second: str, big_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = _job(["--input", f"{big_corpus}/*.jsonl", "--output", str(out), "--quiet"], tmp_path / "first.log")
+    with _reaped(first):
+        _wait_for(out / LEASE_FILE, first)
+        holder = json.loads((out / LEASE_FILE).read_text())
+        argv = ["--output", str(out), "--quiet"] + ([] if second == "small" else ["--input", f"{big_corpus}/*.jsonl"])
+        late = subprocess.run(
+            [sys.executable, "-m", "pipelines.rechunk", *argv],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert late.returncode == 2, late.stderr
+        assert f"in use by run {holder['run_id']}" in late.stderr and str(first.pid) in late.stderr
+        assert first.wait(600) == 0, (tmp_path / "first.log").read_text()
+    manifest = read_manifest(out)
+    assert read_chunks(out).num_rows == manifest["counts"]["chunks"]
+    assert {s["source"] for s in manifest["inputs"]} == {str(p) for p in sorted(big_corpus.iterdir())}
+    assert not (out / LEASE_FILE).exists() and not (out / "_staging").exists()
+
+
+def test_ctrl_c_exits_130_in_one_line_and_takes_the_workers_with_it(big_corpus: Path, tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "interrupted.log"
+    assert main(["--output", str(out), "--quiet"]) == 0
+    before = _snapshot(out)
+    job = _job(["--input", f"{big_corpus}/*.jsonl", "--output", str(out), "--quiet", *MULTI_PROCESS], log)
+    with _reaped(job):
+        _wait_for(out / "_staging", job)
+        workers = psutil.Process(job.pid).children(recursive=True)
+        assert workers, "no worker process started"
+        os.killpg(job.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+        assert job.wait(120) == 130
+    err = log.read_text(errors="replace")
+    # one line of zerda's; the workers' start-up lines before it are there in any run
+    assert err.strip().splitlines()[-1] == "zerda: interrupted; OUTPUT keeps its previous output", err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, f"worker processes outlived the launcher: {alive}"
+    assert _snapshot(out) == before  # the previous output, still finished; no lease or staging left
+
+
+def test_lease_record_says_who_holds_the_output(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    run_id = new_run_id()
+    with hold_output(str(out), run_id):
+        holder = json.loads((out / LEASE_FILE).read_text())
+    assert holder["run_id"] == run_id and holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
+    assert datetime.fromisoformat(holder["started"]) <= datetime.now(timezone.utc)
