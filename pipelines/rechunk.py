@@ -24,6 +24,7 @@ import fsspec
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 
 from pipelines.chunking import ChunkDocuments
+from pipelines.incremental import ChunkIncrementally, Previous, read_previous
 from pipelines.io.read import (
     FILES_TAG,
     REJECTS_TAG,
@@ -78,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"log progress every S seconds on each worker; 0 turns it off (default: {DEFAULT_INTERVAL_SECONDS:g})",
     )
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="chunk only new and changed documents; unchanged ones keep their rows from the previous output "
+        "in OUTPUT (same as output.incremental: true in the config)",
+    )
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("--quiet", action="store_true", help="print only errors")
     verbosity.add_argument("--verbose", action="store_true", help="log debug details, Beam's included")
@@ -91,20 +98,32 @@ def build_pipeline(
     output: str,
     started: datetime,
     progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    previous: Previous | None = None,
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest."""
     run_id = new_run_id()
     read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
-    chunked = read.records | "ChunkDocuments" >> ChunkDocuments(
+    chunk_documents = ChunkDocuments(
         settings.chunking,
         settings.enrich,
         bucket_width=settings.output.bucket_width,
         fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
     )
+    # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
+    incremental = ChunkIncrementally(
+        chunk_documents,
+        previous or Previous(),
+        output=output,
+        run_id=run_id,
+        settings=settings.output,
+        fingerprint=settings.fingerprint,
+    )
+    chunked = read.records | "Incremental" >> incremental
     rejects = (read[REJECTS_TAG], chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
-    staged_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
+    written_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
+    staged_chunks = (written_chunks, chunked.carried_files) | "AllChunkFiles" >> beam.Flatten()
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
     manifest = {
         "summaries": chunked.summaries,
@@ -113,7 +132,10 @@ def build_pipeline(
     } | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
-    return {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
+    manifest = incremental.annotate(manifest, chunked.facts)
+    staged = {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest}
+    staged |= {"index": chunked.index_files, "changes": chunked.change_files}
+    return staged | "Commit" >> CommitOutput(output)
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
@@ -122,11 +144,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     _configure_logging(args.quiet, args.verbose)
     settings = load_settings(args.config)
     files = expand_inputs(args.input or [sample_corpus_glob()])
+    previous = read_previous(args.output, settings.fingerprint, args.incremental or settings.output.incremental)
+    log.info("%s", previous.reason)
     prepare_output(args.output)
     log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
     started = datetime.now(timezone.utc)
     pipeline = beam.Pipeline(options=_worker_logging(PipelineOptions(beam_args), args.quiet, args.verbose))
-    build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds)
+    build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, previous)
     pipeline.run().wait_until_finish()
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)

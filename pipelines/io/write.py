@@ -57,8 +57,10 @@ from fsspec.core import url_to_fs
 from pipelines.manifest import finish_manifest
 from pipelines.records import Reject
 from pipelines.schema import (
+    CHANGES_DIR,
     CHUNK_SCHEMA,
     CHUNK_SUFFIX,
+    INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SCHEMA,
@@ -295,6 +297,18 @@ class WriteRejects(_WriteParquet):
         )
 
 
+class WriteRows(_WriteParquet):
+    """Lists of rows of ``schema`` -> staged ``.pq`` files for one OUTPUT folder (``_index``, ``_changes``)."""
+
+    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str, max_rows: int):
+        super().__init__(output, run_id, compression, max_rows)
+        self._schema, self._directory = schema, directory
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        directory = self._directory
+        return rows | "StageRows" >> self._stage(self._schema, lambda _: directory, REJECT_SUFFIX)
+
+
 def _as_rows(reject: Reject) -> list[dict[str, Any]]:
     """A reject as the one-row list the staging step takes."""
     return [asdict(reject)]
@@ -312,7 +326,7 @@ def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
 
 def _is_dataset_entry(name: str) -> bool:
     """A top-level entry of OUTPUT that belongs to a previous run's dataset."""
-    return name.startswith(f"{PARTITION_COLUMN}=") or name == REJECTS_DIR
+    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, CHANGES_DIR)
 
 
 class _Commit(beam.DoFn):
@@ -321,10 +335,17 @@ class _Commit(beam.DoFn):
     def __init__(self, output: str) -> None:
         self._output = output
 
-    def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
+    def process(
+        self,
+        _: None,
+        chunk_files: list[StagedFile],
+        reject_files: list[StagedFile],
+        manifest: dict,
+        other_files: list[StagedFile],
+    ):
         fs, root = _filesystem(self._output)
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
-        named = _final_names([*chunk_files, *reject_files])
+        named = _final_names([*chunk_files, *reject_files, *other_files])
         plan = [(f"{root}/{staged.path}", f"{root}/{final}") for staged, final in named]
         # A file an earlier attempt of this commit already moved is no longer in staging: keep it.
         waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
@@ -368,7 +389,8 @@ def _clear_previous(fs: AbstractFileSystem, root: str, keep: set[str], folders: 
 class CommitOutput(beam.PTransform):
     """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> the final manifest.
 
-    Runs once, after every staged write and the manifest are complete (they are its side inputs).
+    Runs once, after every staged write and the manifest are complete (they are its side inputs). Any
+    other key is a StagedFile PCollection too (the ``_index`` and ``_changes`` files), committed alike.
     """
 
     def __init__(self, output: str) -> None:
@@ -376,8 +398,11 @@ class CommitOutput(beam.PTransform):
         self._output = _absolute_url(output)
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        pipeline = pcolls["manifest"].pipeline
+        others = [pcolls[key] for key in sorted(pcolls) if key not in ("chunks", "rejects", "manifest")]
+        other_files = (others or [pipeline | "NoOtherFiles" >> beam.Create([])]) | "OtherFiles" >> beam.Flatten()
         return (
-            pcolls["manifest"].pipeline
+            pipeline
             | "Once" >> beam.Create([None])
             | "Commit"
             >> beam.ParDo(
@@ -385,5 +410,6 @@ class CommitOutput(beam.PTransform):
                 beam.pvalue.AsList(pcolls["chunks"]),
                 beam.pvalue.AsList(pcolls["rejects"]),
                 beam.pvalue.AsSingleton(pcolls["manifest"]),
+                beam.pvalue.AsList(other_files),
             )
         )
