@@ -129,7 +129,7 @@ def _read_table(url: str, columns: list[str] | None = None) -> pa.Table:
         return pq.read_table(f, columns=columns)
 
 
-def _index_keys(table: pa.Table) -> pa.Array:
+def document_keys(table: pa.Table) -> pa.Array:
     """The document keys of a table with source, record and doc_id columns (see :func:`document_key`)."""
     return pc.binary_join_element_wise(
         table.column("source"), pc.cast(table.column("record"), pa.string()), table.column("doc_id"), _SEP
@@ -150,7 +150,7 @@ class _Classify(beam.DoFn):
         for url in self._previous.index_files:
             table = _read_table(url, ["source", "record", "doc_id", *columns])
             values = zip(*(table.column(name).to_pylist() for name in columns), strict=True)
-            self._known.update(zip(_index_keys(table).to_pylist(), values, strict=True))
+            self._known.update(zip(document_keys(table).to_pylist(), values, strict=True))
 
     def process(self, record: SourceRecord) -> Iterator[Any]:
         key = document_key(record.source, record.record, record.doc_id)
@@ -183,7 +183,7 @@ class _CarryRows(beam.DoFn):
         directory = f"{PARTITION_COLUMN}={int(bucket)}"
         for url in self._previous.chunk_files.get(bucket, ()):
             table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA)
-            table = table.filter(pc.is_in(_index_keys(table), value_set=wanted))
+            table = table.filter(pc.is_in(document_keys(table), value_set=wanted))
             if not table.num_rows:
                 continue
             kept += table.num_rows
@@ -245,7 +245,7 @@ def _index_row(rows: list[dict[str, Any]], digest: str, fingerprint: str) -> dic
 
 def _previous_index_rows(url: str) -> Iterator[tuple[str, dict[str, Any]]]:
     table = _read_table(url)
-    yield from zip(_index_keys(table).to_pylist(), table.to_pylist(), strict=True)
+    yield from zip(document_keys(table).to_pylist(), table.to_pylist(), strict=True)
 
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], fingerprint: str) -> Iterator[Any]:
