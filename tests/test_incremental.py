@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -74,6 +75,16 @@ def _argv(corpus: Path | str, output: Path | str, *extra: str) -> list[str]:
     return ["--input", str(corpus), "--output", str(output), "--quiet", *extra]
 
 
+def _to_embed(output: Path) -> set[str]:
+    """The README's query for the chunks to re-embed."""
+    query = f"""
+        SELECT c.chunk_id, c.doc_id, c.source, c.text
+        FROM read_parquet('{output}/_changes/*.pq') AS ch
+        JOIN read_parquet('{output}/**/*.parquet', hive_partitioning = true) AS c USING (chunk_id)
+        WHERE ch.change = 'added'"""
+    return {row[0] for row in duckdb.sql(query).fetchall()}
+
+
 def _snapshot(output: Path) -> dict[str, bytes]:
     return {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
 
@@ -118,6 +129,7 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
     listed = {(r["chunk_id"], r["source"], r["doc_id"], r["change"]) for r in _table(output, "_changes")}
     assert listed == {(*c, "added") for c in after - before} | {(*c, "removed") for c in before - after}
     assert changes["chunks_added"] == len(after - before) and changes["chunks_removed"] == len(before - after)
+    assert _to_embed(output) == {c[0] for c in after - before}
     index = _table(output, "_index")
     assert len(index) == manifest["counts"]["documents_chunked"]
     assert sorted(len(r["chunk_ids"]) for r in index) == sorted(r["chunk_count"] for r in index)
@@ -159,6 +171,7 @@ def test_a_settings_change_runs_in_full_and_says_why(tmp_path: Path) -> None:
     assert again["changes"]["incremental"] is True and again["changes"]["documents_unchanged"] == 12
     assert again["changes"]["chunks_added"] == again["changes"]["chunks_removed"] == 0
     assert _table(output, "_changes") == []  # an empty file: the changes query still works
+    assert _to_embed(output) == set()
     assert _rows(output) == _rows(fresh)
 
 
