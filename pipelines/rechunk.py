@@ -8,6 +8,9 @@ outputs exit with code 2 before anything is written.
     ReadCorpus ─► ChunkDocuments ─┬─► WriteChunks ──┐
          │                         └─► rejects ─────┼─► WriteRejects ─┐
          └─► rejects, file reports ─────────────────┴─► BuildManifest ─┴─► CommitOutput
+
+ChunkDocuments runs inside ``pipelines.incremental.ChunkIncrementally``: with ``--incremental`` the documents
+unchanged since the previous output skip it and keep their rows; every run writes ``_index/`` and ``_changes/``.
 """
 
 from __future__ import annotations
