@@ -30,6 +30,7 @@ import posixpath
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -65,6 +66,7 @@ log = logging.getLogger("zerda")
 
 _TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carried_summary"
 _CHANGES, _FACTS = "changes", "facts"
+_CARRY_THREADS = 4
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 
 
@@ -179,15 +181,21 @@ class _CarryRows(beam.DoFn):
         bucket, carried = element
         expected = dict(carried)
         wanted = pa.array(list(expected))
-        kept = 0
         directory = f"{PARTITION_COLUMN}={int(bucket)}"
-        for url in self._previous.chunk_files.get(bucket, ()):
-            table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA)
-            table = table.filter(pc.is_in(document_keys(table), value_set=wanted))
-            if not table.num_rows:
-                continue
-            kept += table.num_rows
-            yield _stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
+
+        def carry(url: str) -> StagedFile | None:
+            keep = pc.is_in(document_keys(_read_table(url, ["source", "record", "doc_id"])), value_set=wanted)
+            if not pc.any(keep).as_py():
+                return None
+            if pc.all(keep).as_py():  # a file of carried documents only: copied as it is, not decoded
+                return _stage_copy(self._output, self._run_id, directory, url, len(keep))
+            table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
+            return _stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
+
+        with ThreadPoolExecutor(_CARRY_THREADS) as pool:  # Parquet reads, filters and writes release the GIL
+            staged = [item for item in pool.map(carry, self._previous.chunk_files.get(bucket, ())) if item]
+        yield from staged
+        kept = sum(item.rows for item in staged)
         if kept != sum(expected.values()):
             raise RuntimeError(
                 f"previous output changed under the run: {kept} rows of carried documents in {directory},"
@@ -195,14 +203,27 @@ class _CarryRows(beam.DoFn):
             )
 
 
-def _stage_table(
-    output: str, run_id: str, directory: str, table: pa.Table, suffix: str, compression: str
-) -> StagedFile:
-    """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
+def _staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple[Any, str, str]:
+    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder."""
     fs, root = url_to_fs(output)
     relative = f"{STAGING_DIR}/{run_id}/{directory}/part-{uuid.uuid4().hex}{suffix}"
     path = f"{posixpath.normpath(root)}/{relative}"
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    return fs, path, relative
+
+
+def _stage_copy(output: str, run_id: str, directory: str, url: str, rows: int) -> StagedFile:
+    """A previous file copied into staging (a server-side copy on object stores); the original stays."""
+    fs, path, relative = _staging_path(output, run_id, directory, CHUNK_SUFFIX)
+    fs.copy(url_to_fs(url)[1], path)
+    return StagedFile(directory, relative, rows)
+
+
+def _stage_table(
+    output: str, run_id: str, directory: str, table: pa.Table, suffix: str, compression: str
+) -> StagedFile:
+    """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
+    fs, path, relative = _staging_path(output, run_id, directory, suffix)
     with fs.open(path, "wb") as f:
         dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
         pq.write_table(table, f, compression=compression, use_dictionary=dictionary)
@@ -221,8 +242,8 @@ class _NoChanges(beam.DoFn):
             yield _stage_table(self._output, self._run_id, CHANGES_DIR, empty, REJECT_SUFFIX, self._compression)
 
 
-def _index_row(rows: list[dict[str, Any]], digest: str, fingerprint: str) -> dict[str, Any]:
-    """A chunked document's index row, from its chunk rows and the hash of its text."""
+def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
+    """A chunked document's index row from its chunk rows; the hash of its text is added where they meet."""
     first = rows[0]
     _, totals = summarise(rows)
     bucket = first[PARTITION_COLUMN]
@@ -231,7 +252,7 @@ def _index_row(rows: list[dict[str, Any]], digest: str, fingerprint: str) -> dic
         "source": first["source"],
         "record": first["record"],
         "doc_id": first["doc_id"],
-        "content_hash": digest,
+        "content_hash": "",
         "config_fingerprint": fingerprint,
         "zerda_version": zerda_core.__version__,
         "chunk_count": chunks,
@@ -248,13 +269,13 @@ def _previous_index_rows(url: str) -> Iterator[tuple[str, dict[str, Any]]]:
     yield from zip(document_keys(table).to_pylist(), table.to_pylist(), strict=True)
 
 
-def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], fingerprint: str) -> Iterator[Any]:
+def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
     """One document's previous index row, its hash now and its new rows -> its index row, changes and count."""
     _, grouped = element
     before = next(iter(grouped["previous"]), None)
     hashed = next(iter(grouped["hash"]), None)
     rows = next(iter(grouped["rows"]), None)
-    now = None if rows is None or hashed is None else _index_row(rows, hashed[1], fingerprint)
+    now = None if rows is None or hashed is None else {**rows, "content_hash": hashed[1]}
     if hashed is not None and hashed[0] == "kept":
         assert before is not None  # only a document found in the previous index is kept
         now = before
@@ -364,8 +385,11 @@ class ChunkIncrementally(beam.PTransform):
             | "ByBucket" >> beam.GroupByKey()
             | "CarryRows" >> beam.ParDo(_CarryRows(self._previous, output, self._run_id, compression))
         )
-        new_rows = chunked.chunks | "DocumentKey" >> beam.Map(
-            lambda rows: (document_key(rows[0]["source"], rows[0]["record"], rows[0]["doc_id"]), rows)
+        new_rows = chunked.chunks | "IndexRow" >> beam.Map(  # before the shuffle: ids and counts, not texts
+            lambda rows: (
+                document_key(rows[0]["source"], rows[0]["record"], rows[0]["doc_id"]),
+                _index_row(rows, fingerprint),
+            )
         )
         previous_rows = (
             records.pipeline
@@ -376,7 +400,7 @@ class ChunkIncrementally(beam.PTransform):
         indexed = (
             {"hash": hashes, "rows": new_rows, "previous": previous_rows}
             | "ByDocument" >> beam.CoGroupByKey()
-            | "Compare" >> beam.FlatMap(_compare, fingerprint).with_outputs(_CHANGES, _FACTS, main="index")
+            | "Compare" >> beam.FlatMap(_compare).with_outputs(_CHANGES, _FACTS, main="index")
         )
         index_files = indexed.index | "WriteIndex" >> WriteRows(
             output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
