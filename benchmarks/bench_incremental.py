@@ -68,8 +68,11 @@ def write_corpus(directory: Path, files: list[list[dict[str, str]]]) -> None:
 def changed(files: list[list[dict[str, str]]], share: float) -> tuple[list[list[dict[str, str]]], int]:
     """A copy with ``share`` of the documents changed: edited, deleted (file ends) and added, a third each."""
     out, touched = [], 0
+    each = [0] * len(files)  # how many to edit, delete and add in each file: round(share x documents / 3) in all
+    for n in range(round(sum(len(records) for records in files) * share / 3)):
+        each[n % len(files)] += 1
     for index, records in enumerate(files):
-        k = round(len(records) * share / 3)
+        k = each[index]
         kept = records[: len(records) - k] if k else list(records)
         step = max(1, len(kept) // max(1, k))
         edited = [
@@ -195,8 +198,8 @@ def report(
         f"{hash_s - read_s:.1f} s;",
         f"- carrying the rows over (read every previous chunk file, filter by document key, write it again): "
         f"{carry_s:.1f} s;",
-        "- the rest of the 0% run is Beam's start-up with worker processes, the index join and the commit (moving "
-        "the files, writing the manifest).",
+        "- the rest of an incremental run is Beam's start-up with worker processes, the index join and the commit "
+        "(moving the files, writing the manifest).",
         "",
     ]
     return "\n".join(lines)
