@@ -9,6 +9,9 @@ run holds, exit with code 2 before anything is written; Ctrl-C exits with 130.
     ReadCorpus ─► ChunkDocuments ─┬─► WriteChunks ──┐
          │                         └─► rejects ─────┼─► WriteRejects ─┐
          └─► rejects, file reports ─────────────────┴─► BuildManifest ─┴─► CommitOutput
+
+ChunkDocuments runs inside ``pipelines.incremental.ChunkIncrementally``: with ``--incremental`` the documents
+unchanged since the previous output skip it and keep their rows; every run writes ``_index/`` and ``_changes/``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipelines.chunking import ChunkDocuments
 from pipelines.errors import OutputError, UsageError
+from pipelines.incremental import ChunkIncrementally, Previous, read_previous
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.read import FILES_TAG, REJECTS_TAG, ReadCorpus
 from pipelines.io.write import (
@@ -82,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"log progress every S seconds on each worker; 0 turns it off (default: {DEFAULT_INTERVAL_SECONDS:g})",
     )
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="chunk only new and changed documents; unchanged ones keep their rows from the previous output "
+        "in OUTPUT (same as output.incremental: true in the config)",
+    )
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("--quiet", action="store_true", help="print only errors")
     verbosity.add_argument("--verbose", action="store_true", help="log debug details, Beam's included")
@@ -96,6 +106,7 @@ def build_pipeline(
     started: datetime,
     progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
     run_id: str | None = None,
+    previous: Previous | None = None,
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest.
 
@@ -104,16 +115,27 @@ def build_pipeline(
     commit = CommitOutput(output, run_id)
     run_id = run_id or new_run_id()
     read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
-    chunked = read.records | "ChunkDocuments" >> ChunkDocuments(
+    chunk_documents = ChunkDocuments(
         settings.chunking,
         settings.enrich,
         bucket_width=settings.output.bucket_width,
         fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
     )
+    # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
+    incremental = ChunkIncrementally(
+        chunk_documents,
+        previous or Previous(),
+        output=output,
+        run_id=run_id,
+        settings=settings.output,
+        fingerprint=settings.fingerprint,
+    )
+    chunked = read.records | "Incremental" >> incremental
     rejects = (read[REJECTS_TAG], chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
-    staged_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
+    written_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
+    staged_chunks = (written_chunks, chunked.carried_files) | "AllChunkFiles" >> beam.Flatten()
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
     manifest = {
         "summaries": chunked.summaries,
@@ -122,7 +144,10 @@ def build_pipeline(
     } | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
-    return {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> commit
+    manifest = incremental.annotate(manifest, chunked.facts)
+    staged = {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest}
+    staged |= {"index": chunked.index_files, "changes": chunked.change_files}
+    return staged | "Commit" >> commit
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
@@ -136,12 +161,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     pipeline = new_pipeline(_worker_logging(options, args.quiet, args.verbose), runner)
     settings = load_settings(args.config)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
+    previous = read_previous(args.output, settings.fingerprint, args.incremental or settings.output.incremental)
+    log.info("%s", previous.reason)
     prepare_output(args.output)
     run_id = new_run_id()
     with hold_output(args.output, run_id):
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
-        build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id)
+        build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
         _interruptible(lambda: pipeline.run().wait_until_finish())
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)

@@ -28,6 +28,9 @@ MANIFEST_FILE = "_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
 CHUNK_SUFFIX = ".parquet"
 REJECT_SUFFIX = ".pq"
+# The document index of a run and the chunk ids it added and removed (pipelines.incremental); .pq like rejects.
+INDEX_DIR = "_index"
+CHANGES_DIR = "_changes"
 
 KEYWORDS_TYPE = pa.list_(pa.struct([("term", pa.string()), ("score", pa.float64())]))
 
@@ -70,6 +73,35 @@ REJECT_SCHEMA = pa.schema(
         _required("reason", pa.string()),
         _required("message", pa.string()),
         _required("excerpt", pa.string()),
+    ]
+)
+
+# One row per chunked document: what an --incremental run needs to carry its chunks over unchanged.
+INDEX_SCHEMA = pa.schema(
+    [
+        _required("source", pa.string()),
+        _required("record", pa.int64()),
+        _required("doc_id", pa.string()),
+        _required("content_hash", pa.string()),
+        _required("config_fingerprint", pa.string()),
+        _required("zerda_version", pa.string()),
+        _required("chunk_count", pa.int32()),
+        _required(PARTITION_COLUMN, pa.int32()),
+        _required("chars", pa.int64()),
+        _required("text_chars", pa.int64()),
+        _required("overlap_chars", pa.int64()),
+        _required("chunk_ids", pa.list_(pa.string())),
+    ]
+)
+
+# One row per chunk id a run added or removed, against the previous committed output.
+CHANGES_SCHEMA = pa.schema(
+    [
+        _required("chunk_id", pa.string()),
+        _required("doc_id", pa.string()),
+        _required("source", pa.string()),
+        _required("record", pa.int64()),
+        _required("change", pa.string()),
     ]
 )
 

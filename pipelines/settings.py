@@ -184,6 +184,9 @@ class OutputSettings(_Section):
     bucket_width: float = _setting(0.1, BUCKET_WIDTH, "Width of a density bucket: 0.1 gives density_bucket=0..9.")
     compression: str = _setting("zstd", _one_of(*PARQUET_COMPRESSIONS), "Parquet compression codec.")
     max_rows_per_file: int = _setting(100_000, POSITIVE_INT, "Rows at most in one Parquet file.")
+    incremental: bool = _setting(
+        False, BOOL, "Like `--incremental`: unchanged documents keep their rows from the previous output."
+    )
 
 
 @dataclass(frozen=True)
@@ -241,8 +244,13 @@ class Settings:
 
     @property
     def fingerprint(self) -> str:
-        """Short hash of the settings and the zerda version: equal fingerprints, equal chunks."""
-        return _fingerprint(self.to_dict())
+        """Short hash of the settings and the zerda version: equal fingerprints, equal chunks.
+
+        ``output.incremental`` is left out: it changes how the rows are made, not the rows.
+        """
+        settings = self.to_dict()
+        del settings["output"]["incremental"]
+        return _fingerprint(settings)
 
 
 def _fingerprint(settings: Mapping[str, Any]) -> str:

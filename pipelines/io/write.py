@@ -59,8 +59,10 @@ from pipelines.io.lease import Lease, check_held, dead_staging
 from pipelines.manifest import finish_manifest
 from pipelines.records import Reject
 from pipelines.schema import (
+    CHANGES_DIR,
     CHUNK_SCHEMA,
     CHUNK_SUFFIX,
+    INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SCHEMA,
@@ -84,6 +86,12 @@ class StagedFile:
     directory: str
     path: str
     rows: int
+    written_as: str = ""  # the staged path in the file's footer when it is not ``path`` (a file copied whole)
+
+    @property
+    def footer_path(self) -> str:
+        """The staged path the file's footer must name for the commit to take it as this run's."""
+        return self.written_as or self.path
 
 
 def new_run_id() -> str:
@@ -312,6 +320,18 @@ class WriteRejects(_WriteParquet):
         )
 
 
+class WriteRows(_WriteParquet):
+    """Lists of rows of ``schema`` -> staged ``.pq`` files for one OUTPUT folder (``_index``, ``_changes``)."""
+
+    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str, max_rows: int):
+        super().__init__(output, run_id, compression, max_rows)
+        self._schema, self._directory = schema, directory
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        directory = self._directory
+        return rows | "StageRows" >> self._stage(self._schema, lambda _: directory, REJECT_SUFFIX)
+
+
 def _as_rows(reject: Reject) -> list[dict[str, Any]]:
     """A reject as the one-row list the staging step takes."""
     return [asdict(reject)]
@@ -329,7 +349,7 @@ def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
 
 def _is_dataset_entry(name: str) -> bool:
     """A top-level entry of OUTPUT that belongs to a previous run's dataset."""
-    return name.startswith(f"{PARTITION_COLUMN}=") or name == REJECTS_DIR
+    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, CHANGES_DIR)
 
 
 class CommitError(OSError):
@@ -353,12 +373,19 @@ class _Commit(beam.DoFn):
         self._output = output
         self._run_id = run_id
 
-    def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
+    def process(
+        self,
+        _: None,
+        chunk_files: list[StagedFile],
+        reject_files: list[StagedFile],
+        manifest: dict,
+        other_files: list[StagedFile],
+    ):
         fs, root = _filesystem(self._output)
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
         if self._run_id is not None:
             check_held(fs, root, self._run_id)
-        plan = _final_names([*chunk_files, *reject_files])
+        plan = _final_names([*chunk_files, *reject_files, *other_files])
         to_move, moved = _pending_moves(fs, root, plan)
         _retract(fs, root)
         _clear_previous(fs, root, keep=moved, folders={posixpath.dirname(f"{root}/{final}") for _, final in plan})
@@ -381,7 +408,7 @@ def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan,
     foreign = [
         staged.path
         for staged, final in plan
-        if f"{root}/{final}" in moved and _staged_as(fs, root, final) != staged.path
+        if f"{root}/{final}" in moved and _staged_as(fs, root, final) != staged.footer_path
     ]
     if foreign:
         raise CommitError(
@@ -439,11 +466,16 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
     expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
     if sum(counts["rejects"].values()):
         expected[REJECTS_DIR] = sum(counts["rejects"].values())
-    found = {directory: n for directory, n in rows.items() if n}
+    found = {directory: n for directory, n in rows.items() if n and _is_counted(directory)}
     if found != expected:
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
         detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
         raise CommitError(f"committed rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
+
+
+def _is_counted(directory: str) -> bool:
+    """A folder whose rows the manifest counts: a bucket's chunks or the rejects (not ``_index``, ``_changes``)."""
+    return directory.startswith(f"{PARTITION_COLUMN}=") or directory == REJECTS_DIR
 
 
 def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> int:
@@ -454,7 +486,7 @@ def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
     staged_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
-    if staged_as != staged.path or metadata.num_rows != staged.rows:
+    if staged_as != staged.footer_path or metadata.num_rows != staged.rows:
         raise CommitError(
             f"committed file {final} is not the one staged ({staged_as or 'no zerda footer'}, {metadata.num_rows:,} "
             f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
@@ -483,7 +515,8 @@ def _publish(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[st
 class CommitOutput(beam.PTransform):
     """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> the final manifest.
 
-    Runs once, after every staged write and the manifest are complete (they are its side inputs).
+    Runs once, after every staged write and the manifest are complete (they are its side inputs). Any
+    other key is a StagedFile PCollection too (the ``_index`` and ``_changes`` files), committed alike.
     """
 
     def __init__(self, output: str, run_id: str | None = None) -> None:
@@ -492,8 +525,11 @@ class CommitOutput(beam.PTransform):
         self._run_id = run_id
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        pipeline = pcolls["manifest"].pipeline
+        others = [pcolls[key] for key in sorted(pcolls) if key not in ("chunks", "rejects", "manifest")]
+        other_files = (others or [pipeline | "NoOtherFiles" >> beam.Create([])]) | "OtherFiles" >> beam.Flatten()
         return (
-            pcolls["manifest"].pipeline
+            pipeline
             | "Once" >> beam.Create([None])
             | "Commit"
             >> beam.ParDo(
@@ -501,5 +537,6 @@ class CommitOutput(beam.PTransform):
                 beam.pvalue.AsList(pcolls["chunks"]),
                 beam.pvalue.AsList(pcolls["rejects"]),
                 beam.pvalue.AsSingleton(pcolls["manifest"]),
+                beam.pvalue.AsList(other_files),
             )
         )

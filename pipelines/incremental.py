@@ -1,0 +1,441 @@
+"""Incremental runs: unchanged documents keep their chunk rows, and downstream learns what changed.
+
+Every run writes a document index, ``OUTPUT/_index/part-*.pq`` (``INDEX_SCHEMA``: source, record, doc id,
+a blake2b hash of the text as chunked, the settings fingerprint, the zerda version, chunk count, bucket,
+the manifest's character counts and the chunk ids), and ``OUTPUT/_changes/part-*.pq``: the chunk ids this
+run added and removed against the previous committed output (``CHANGES_SCHEMA``).
+
+With ``--incremental``, :func:`read_previous` (at launch, before anything is written) decides from the
+previous output's ``_SUCCESS``, manifest and index whether its rows can be reused: the same settings
+fingerprint and zerda version, else the run is a full one and says why. Then::
+
+    records ─► Classify ─┬─► unchanged: (bucket, key) ─► GroupByKey ─► CarryRows (previous files, filtered) ─► staged
+                         │                                           summaries from the index ─► manifest
+                         └─► new or changed: ChunkDocuments ─► rows ─► WriteChunks
+    previous index ┐
+    hashes, rows ──┴─► CoGroupByKey per document ─► new index rows, change rows, change counts
+
+A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
+Carried rows are re-staged as new files; the previous files are only read, and stay committed and
+readable until the commit replaces the dataset, so a failed or killed run leaves them whole.
+Limitation: each worker holds the previous index's keys and hashes in memory (about 200 bytes a document).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import posixpath
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.pvalue import TaggedOutput
+from fsspec.core import url_to_fs
+
+import zerda_core
+from pipelines.chunking import ChunkDocuments, summarise
+from pipelines.io.write import STAGED_KEY, StagedFile, WriteRows, _absolute_url
+from pipelines.records import SourceRecord
+from pipelines.schema import (
+    CHANGES_DIR,
+    CHANGES_SCHEMA,
+    CHUNK_SCHEMA,
+    CHUNK_SUFFIX,
+    INDEX_DIR,
+    INDEX_SCHEMA,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SUFFIX,
+    REPEATED_COLUMNS,
+    STAGING_DIR,
+    SUCCESS_FILE,
+)
+from pipelines.settings import OutputSettings
+
+log = logging.getLogger("zerda")
+
+_TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carried_summary"
+_CHANGES, _FACTS = "changes", "facts"
+_CARRY_THREADS = 4
+_SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
+
+
+def content_hash(text: str) -> str:
+    """The hash of a document's text as chunked: equal hashes, equal text (``surrogatepass``: any str hashes)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def document_key(source: str, record: int, doc_id: str) -> str:
+    """One string per document: source and record as well as the id, so duplicate ids stay apart."""
+    return f"{source}{_SEP}{record}{_SEP}{doc_id}"
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What a run takes from the previous committed output in OUTPUT (absolute URLs).
+
+    ``index_files`` are compared against to list changes (in any run); ``carry`` says whether unchanged
+    documents keep their rows from ``chunk_files`` (bucket -> files), and ``reason`` why or why not.
+    """
+
+    carry: bool = False
+    reason: str = "no previous output"
+    index_files: tuple[str, ...] = ()
+    chunk_files: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
+    """The previous committed output of OUTPUT (only with its ``_SUCCESS``) and whether its rows can be reused."""
+    fs, root = url_to_fs(output)
+    root = posixpath.normpath(root)
+    if not fs.exists(f"{root}/{SUCCESS_FILE}"):
+        return Previous(reason="no committed previous output (no _SUCCESS)")
+    with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
+        manifest = json.load(f)
+    files = [entry["path"] for entry in manifest["output"]["files"]]
+    index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{INDEX_DIR}/"))
+    chunk_files: dict[int, list[str]] = {}
+    for path in files:
+        if path.startswith(f"{PARTITION_COLUMN}="):
+            bucket = int(path.split("/", 1)[0].split("=", 1)[1])
+            chunk_files.setdefault(bucket, []).append(fs.unstrip_protocol(f"{root}/{path}"))
+    carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index_files) or not chunk_files)
+    return Previous(carry, reason, index_files, {b: tuple(paths) for b, paths in chunk_files.items()})
+
+
+def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:
+    version = manifest.get("versions", {}).get("zerda")
+    if not incremental:
+        return False, "full run (not --incremental)"
+    if not has_index:
+        return False, "full run: the previous output has no document index (written before zerda had one)"
+    if version != zerda_core.__version__:
+        return False, f"full run: zerda's chunking version changed ({version} -> {zerda_core.__version__})"
+    if manifest.get("fingerprint") != fingerprint:
+        return False, f"full run: the settings changed (fingerprint {manifest.get('fingerprint')} -> {fingerprint})"
+    return True, "incremental: unchanged documents keep their rows from the previous output"
+
+
+def _read_table(url: str, columns: list[str] | None = None) -> pa.Table:
+    with fsspec.open(url, "rb") as f:
+        return pq.read_table(f, columns=columns)
+
+
+def document_keys(table: pa.Table) -> pa.Array:
+    """The document keys of a table with source, record and doc_id columns (see :func:`document_key`)."""
+    return pc.binary_join_element_wise(
+        table.column("source"), pc.cast(table.column("record"), pa.string()), table.column("doc_id"), _SEP
+    )
+
+
+class _Classify(beam.DoFn):
+    """Each SourceRecord -> unchanged (carried: its bucket and key, its summary from the index) or to be chunked."""
+
+    def __init__(self, previous: Previous) -> None:
+        self._previous = previous
+
+    def setup(self) -> None:
+        self._known: dict[str, tuple[Any, ...]] = {}
+        if not self._previous.carry:
+            return
+        columns = ["content_hash", PARTITION_COLUMN, "chunk_count", "chars", "text_chars", "overlap_chars"]
+        for url in self._previous.index_files:
+            table = _read_table(url, ["source", "record", "doc_id", *columns])
+            values = zip(*(table.column(name).to_pylist() for name in columns), strict=True)
+            self._known.update(zip(document_keys(table).to_pylist(), values, strict=True))
+
+    def process(self, record: SourceRecord) -> Iterator[Any]:
+        key = document_key(record.source, record.record, record.doc_id)
+        digest = content_hash(record.text)
+        known = self._known.get(key)
+        if known is not None and known[0] == digest:
+            _, bucket, chunks, chars, text_chars, overlap = known
+            yield TaggedOutput(_CARRY, (bucket, (key, chunks)))
+            yield TaggedOutput(_CARRIED_SUMMARY, (record.doc_id, {bucket: [chunks, chars, text_chars, overlap]}))
+            yield TaggedOutput(_HASH, (key, ("kept", digest)))
+            return
+        yield TaggedOutput(_HASH, (key, ("chunked", digest)))
+        yield record
+
+
+class _CarryRows(beam.DoFn):
+    """(bucket, carried keys) -> the previous files of that bucket read, filtered to those keys, staged anew."""
+
+    def __init__(self, previous: Previous, output: str, run_id: str, compression: str) -> None:
+        self._previous = previous
+        self._output = output
+        self._run_id = run_id
+        self._compression = compression
+
+    def process(self, element: tuple[int, Iterable[tuple[str, int]]]) -> Iterator[Any]:
+        bucket, carried = element
+        expected = dict(carried)
+        wanted = pa.array(list(expected))
+        directory = f"{PARTITION_COLUMN}={int(bucket)}"
+
+        def carry(url: str) -> StagedFile | None:
+            keep = pc.is_in(document_keys(_read_table(url, ["source", "record", "doc_id"])), value_set=wanted)
+            if not pc.any(keep).as_py():
+                return None
+            if pc.all(keep).as_py():  # a file of carried documents only: copied as it is, not decoded
+                return _stage_copy(self._output, self._run_id, directory, url, len(keep))
+            table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
+            return _stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
+
+        with ThreadPoolExecutor(_CARRY_THREADS) as pool:  # Parquet reads, filters and writes release the GIL
+            staged = [item for item in pool.map(carry, self._previous.chunk_files.get(bucket, ())) if item]
+        yield from staged
+        kept = sum(item.rows for item in staged)
+        if kept != sum(expected.values()):
+            raise RuntimeError(
+                f"previous output changed under the run: {kept} rows of carried documents in {directory},"
+                f" the index says {sum(expected.values())}"
+            )
+
+
+def _staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple[Any, str, str]:
+    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder."""
+    fs, root = url_to_fs(output)
+    relative = f"{STAGING_DIR}/{run_id}/{directory}/part-{uuid.uuid4().hex}{suffix}"
+    path = f"{posixpath.normpath(root)}/{relative}"
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    return fs, path, relative
+
+
+def _stage_copy(output: str, run_id: str, directory: str, url: str, rows: int) -> StagedFile:
+    """A previous file copied into staging (a server-side copy on object stores); the original stays."""
+    fs, path, relative = _staging_path(output, run_id, directory, CHUNK_SUFFIX)
+    source_fs, source = url_to_fs(url)
+    with source_fs.open(source, "rb") as f:  # the footer names the path the previous run staged it as
+        written_as = ((pq.read_metadata(f).metadata or {}).get(STAGED_KEY, b"")).decode()
+    fs.copy(source, path)
+    return StagedFile(directory, relative, rows, written_as=written_as or relative)
+
+
+def _stage_table(
+    output: str, run_id: str, directory: str, table: pa.Table, suffix: str, compression: str
+) -> StagedFile:
+    """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
+    fs, path, relative = _staging_path(output, run_id, directory, suffix)
+    with fs.open(path, "wb") as f:
+        dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
+        marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
+        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary)
+    return StagedFile(directory, relative, table.num_rows)
+
+
+class _NoChanges(beam.DoFn):
+    """An empty ``_changes`` file when nothing changed, so that ``read_parquet('OUTPUT/_changes/*.pq')`` works."""
+
+    def __init__(self, output: str, run_id: str, compression: str) -> None:
+        self._output, self._run_id, self._compression = output, run_id, compression
+
+    def process(self, _: None, facts: Counter) -> Iterator[StagedFile]:
+        if not facts.get("chunks_added") and not facts.get("chunks_removed"):
+            empty = CHANGES_SCHEMA.empty_table()
+            yield _stage_table(self._output, self._run_id, CHANGES_DIR, empty, REJECT_SUFFIX, self._compression)
+
+
+def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
+    """A chunked document's index row from its chunk rows; the hash of its text is added where they meet."""
+    first = rows[0]
+    _, totals = summarise(rows)
+    bucket = first[PARTITION_COLUMN]
+    chunks, chars, text_chars, overlap = totals[bucket]
+    return {
+        "source": first["source"],
+        "record": first["record"],
+        "doc_id": first["doc_id"],
+        "content_hash": "",
+        "config_fingerprint": fingerprint,
+        "zerda_version": zerda_core.__version__,
+        "chunk_count": chunks,
+        PARTITION_COLUMN: bucket,
+        "chars": chars,
+        "text_chars": text_chars,
+        "overlap_chars": overlap,
+        "chunk_ids": [row["chunk_id"] for row in sorted(rows, key=lambda row: row["chunk_index"])],
+    }
+
+
+def _previous_index_rows(url: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    table = _read_table(url)
+    yield from zip(document_keys(table).to_pylist(), table.to_pylist(), strict=True)
+
+
+def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+    """One document's previous index row, its hash now and its new rows -> its index row, changes and count."""
+    _, grouped = element
+    before = next(iter(grouped["previous"]), None)
+    hashed = next(iter(grouped["hash"]), None)
+    rows = next(iter(grouped["rows"]), None)
+    now = None if rows is None or hashed is None else {**rows, "content_hash": hashed[1]}
+    if hashed is not None and hashed[0] == "kept":
+        assert before is not None  # only a document found in the previous index is kept
+        now = before
+    if now is not None:
+        yield [now]
+    old_ids = before["chunk_ids"] if before is not None else []
+    new_ids = now["chunk_ids"] if now is not None else []
+    kind = (
+        "removed"
+        if now is None
+        else "added"
+        if before is None
+        else "unchanged"
+        if (before["content_hash"], old_ids) == (now["content_hash"], new_ids)
+        else "changed"
+    )
+    if kind == "removed" and before is None:
+        return  # became a reject and was none before: no document either time
+    document = now if now is not None else before
+    assert document is not None
+    old_set, new_set = set(old_ids), set(new_ids)
+    where = {"doc_id": document["doc_id"], "source": document["source"], "record": document["record"]}
+    for chunk_id in new_set - old_set:
+        yield TaggedOutput(_CHANGES, (chunk_id, (1, where)))
+    for chunk_id in old_set - new_set:
+        yield TaggedOutput(_CHANGES, (chunk_id, (-1, where)))
+    yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
+
+
+def _net_change(element: tuple[str, Iterable[tuple[int, dict[str, Any]]]]) -> Iterator[Any]:
+    """A chunk id gained or lost by some documents -> one change row, if the dataset as a whole gained or lost it.
+
+    A document whose key moved (a JSONL line shifted by a deletion above it) loses and gains the same
+    chunk ids: they cancel out, and downstream is not asked to re-embed them.
+    """
+    chunk_id, entries = element
+    entries = list(entries)
+    net = sum(sign for sign, _ in entries)
+    if net == 0:
+        return
+    sign = 1 if net > 0 else -1
+    where = next(where for s, where in entries if s == sign)
+    change = "added" if sign > 0 else "removed"
+    yield [{"chunk_id": chunk_id, **where, "change": change}]
+    yield TaggedOutput(_FACTS, Counter({f"chunks_{change}": 1}))
+
+
+def _add_changes(manifest: dict[str, Any], facts: Counter, previous: Previous) -> dict[str, Any]:
+    """The manifest with a ``changes`` section: the run's mode and why, documents and chunks changed."""
+    counts = {
+        name: facts.get(name, 0)
+        for name in (
+            "documents_added",
+            "documents_changed",
+            "documents_removed",
+            "documents_unchanged",
+            "chunks_added",
+            "chunks_removed",
+        )
+    }
+    return {**manifest, "changes": {"incremental": previous.carry, "reason": previous.reason, **counts}}
+
+
+class IncrementalChunks(NamedTuple):
+    """What :class:`ChunkIncrementally` gives the job."""
+
+    chunks: beam.PCollection  # row lists of the chunked documents, for WriteChunks
+    carried_files: beam.PCollection  # StagedFiles of the carried rows
+    rejects: beam.PCollection
+    summaries: beam.PCollection  # of every document, carried ones included
+    index_files: beam.PCollection
+    change_files: beam.PCollection
+    facts: beam.PCollection  # one Counter of the change counts, for :meth:`ChunkIncrementally.annotate`
+
+
+class ChunkIncrementally(beam.PTransform):
+    """SourceRecords -> :class:`IncrementalChunks`: ``ChunkDocuments`` on what changed, the rest carried over."""
+
+    def __init__(
+        self,
+        chunk_documents: ChunkDocuments,
+        previous: Previous,
+        *,
+        output: str,
+        run_id: str,
+        settings: OutputSettings,
+        fingerprint: str,
+    ) -> None:
+        super().__init__()
+        self._chunk_documents = chunk_documents
+        self._previous = previous
+        self._output = output
+        self._run_id = run_id
+        self._settings = settings
+        self._fingerprint = fingerprint
+
+    def expand(self, records: beam.PCollection) -> IncrementalChunks:
+        output = _absolute_url(self._output)
+        compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
+        fingerprint = self._fingerprint
+        split = records | "Classify" >> beam.ParDo(_Classify(self._previous)).with_outputs(
+            _CARRY, _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
+        )
+        chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
+        carried = (
+            split[_CARRY]
+            | "ByBucket" >> beam.GroupByKey()
+            | "CarryRows" >> beam.ParDo(_CarryRows(self._previous, output, self._run_id, compression))
+        )
+        new_rows = chunked.chunks | "IndexRow" >> beam.Map(  # before the shuffle: ids and counts, not texts
+            lambda rows: (
+                document_key(rows[0]["source"], rows[0]["record"], rows[0]["doc_id"]),
+                _index_row(rows, fingerprint),
+            )
+        )
+        previous_rows = (
+            records.pipeline
+            | "PreviousIndexFiles" >> beam.Create(list(self._previous.index_files))
+            | "ReadPreviousIndex" >> beam.FlatMap(_previous_index_rows)
+        )
+        hashes = split[_HASH]
+        indexed = (
+            {"hash": hashes, "rows": new_rows, "previous": previous_rows}
+            | "ByDocument" >> beam.CoGroupByKey()
+            | "Compare" >> beam.FlatMap(_compare).with_outputs(_CHANGES, _FACTS, main="index")
+        )
+        index_files = indexed.index | "WriteIndex" >> WriteRows(
+            output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
+        )
+        changes = (
+            indexed[_CHANGES]
+            | "ByChunkId" >> beam.GroupByKey()
+            | "NetChange" >> beam.FlatMap(_net_change).with_outputs(_FACTS, main="rows")
+        )
+        facts = (
+            (indexed[_FACTS], changes[_FACTS])
+            | "AllFacts" >> beam.Flatten()
+            | "CountChanges" >> beam.CombineGlobally(_sum_counters)
+        )
+        change_files = (
+            changes.rows
+            | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows),
+            records.pipeline
+            | "Once" >> beam.Create([None])
+            | "NoChanges" >> beam.ParDo(_NoChanges(output, self._run_id, compression), beam.pvalue.AsSingleton(facts)),
+        ) | "AllChangeFiles" >> beam.Flatten()
+        summaries = (chunked.summaries, split[_CARRIED_SUMMARY]) | "AllSummaries" >> beam.Flatten()
+        return IncrementalChunks(chunked.chunks, carried, chunked.rejects, summaries, index_files, change_files, facts)
+
+    def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
+        """The manifest PCollection with the run's change counts added (``changes``)."""
+        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), self._previous)
+
+
+def _sum_counters(counters: Iterable[Counter]) -> Counter:
+    total: Counter = Counter()
+    for counter in counters:
+        total.update(counter)
+    return total
