@@ -17,9 +17,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.chunking import FAULT_ENV
 from pipelines.rechunk import run
 from tests.common import MULTI_PROCESS, REPO
+from tests.fault_injection import zerda_fault
 
 if TYPE_CHECKING:
     from tests.s3_server import S3Env
@@ -105,10 +105,10 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
 
     _corpus_v2(corpus)
     marker = tmp_path / "fault.marker"
-    monkeypatch.setenv(FAULT_ENV, f"b1@{marker}")  # b1 is unchanged: chunking it would fail the run
-    manifest = run(_argv(corpus, output, "--incremental", *workers))
+    with monkeypatch.context() as armed:
+        zerda_fault.arm(armed, "b1", marker)  # b1 is unchanged: chunking it would fail the run
+        manifest = run(_argv(corpus, output, "--incremental", *workers))
     assert not marker.exists(), "an unchanged document went through the chunker"
-    monkeypatch.delenv(FAULT_ENV)
     full = run(_argv(corpus, fresh))
 
     assert _rows(output) == _rows(fresh)
@@ -183,7 +183,7 @@ def test_a_failed_incremental_run_leaves_the_previous_output_whole(
     run(_argv(corpus, output))
     committed = {k: v for k, v in _snapshot(output).items() if k != "_SUCCESS"}
     _corpus_v2(corpus)
-    monkeypatch.setenv(FAULT_ENV, f"d9@{tmp_path / 'fault.marker'}")  # d9 is new: the chunker meets it
+    zerda_fault.arm(monkeypatch, "d9", tmp_path / "fault.marker")  # d9 is new: the chunker meets it
     with pytest.raises(RuntimeError, match="injected worker failure"):
         run(_argv(corpus, output, "--incremental"))
     after = _snapshot(output)

@@ -44,7 +44,6 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-import pipelines.chunking as chunking
 import pipelines.io.source as source
 import pipelines.io.write as write_module
 from pipelines.io.expand import InputFile
@@ -54,7 +53,7 @@ from pipelines.records import Reject
 from pipelines.settings import InputSettings
 from tests.common import DATA, MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
-from tests.fault_injection.zerda_fault import FAULT_ENV, InjectedFault
+from tests.fault_injection.zerda_fault import InjectedFault
 from tests.output_checks import read_chunks, read_manifest
 
 if TYPE_CHECKING:
@@ -196,11 +195,7 @@ def test_worker_failure_fails_the_job_and_the_retried_job_has_every_chunk_once(
 ) -> None:
     corpus, config = fault_corpus
     output, marker = tmp_path / "out", tmp_path / "fault.marker"
-    monkeypatch.setenv(FAULT_ENV, f"{FAULT_DOC}@{marker}")
-    monkeypatch.setattr(chunking._RowsFn, "process", chunking._RowsFn.process)  # undone after the test
-    zerda_fault.install()  # in this process; worker processes install it from the folder's sitecustomize
-    # worker processes import pipelines from the checkout, and the fault from tests/fault_injection
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(Path(zerda_fault.__file__).parent)]))
+    zerda_fault.arm(monkeypatch, FAULT_DOC, marker)  # here, and in worker processes via its sitecustomize
     argv = ["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet", *workers]
 
     # The DirectRunner does not retry a bundle: the job fails. In memory, Beam re-raises the InjectedFault;

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 FAULT_ENV = "ZERDA_INJECT_FAULT"
@@ -51,3 +52,14 @@ def install() -> None:
 
     process._zerda_fault = True  # type: ignore[attr-defined]
     chunking._RowsFn.process = process  # type: ignore[method-assign]
+
+
+def arm(monkeypatch: Any, doc_id: str, marker: Path) -> None:
+    """Arm the fault for one test, here and in the worker processes it starts; ``monkeypatch`` undoes it all."""
+    from pipelines import chunking
+
+    monkeypatch.setenv(FAULT_ENV, f"{doc_id}@{marker}")
+    monkeypatch.setattr(chunking._RowsFn, "process", chunking._RowsFn.process)  # restored after the test
+    install()
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo), str(Path(__file__).parent)]))
