@@ -14,10 +14,13 @@ import io
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -465,14 +468,66 @@ def test_unreadable_config_exits_2(kind: str, tmp_path: Path, capsys: pytest.Cap
         config.write_bytes(b"chunking:\n  language: caf\xe9\n")
         words = ["not valid YAML"]
     else:
+        if os.geteuid() == 0:
+            assert_refused_unprivileged(REPO / "tests/data", ["cannot read config"])
+            return
         config.write_text("chunking:\n  base_size: 512\n", encoding="utf-8")
         config.chmod(0)
-        if os.access(config, os.R_OK):  # root reads anything: a permission check cannot bite
-            pytest.skip("running as root: mode 000 does not stop reading (the directory case covers it)")
         words = ["cannot read config"]
     output = tmp_path / "out"
     argv = ["--input", str(REPO / "tests/data"), "--output", str(output), "--config", str(config)]
     assert_refused(argv, output, [str(config), *words], capsys)
+
+
+NOBODY = 65534
+
+
+def run_cli_as_nobody(argv: list[str]) -> tuple[int, str]:
+    """``run_cli`` in a forked child that has dropped root for user nobody: root reads a file
+    whatever its mode, so only an unprivileged process meets a real permission error. (A fork,
+    not an exec: the interpreter may live where nobody cannot reach, such as under /root.)"""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            with os.fdopen(write_end, "w", encoding="utf-8") as pipe:
+                json.dump(run_cli(argv), pipe)
+            status = 0
+        except BaseException:
+            traceback.print_exc()  # to the test's captured output, for the failure report
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as pipe:
+        sent = pipe.read()
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "the unprivileged run failed"
+    code, text = json.loads(sent)
+    return code, text
+
+
+def assert_refused_unprivileged(inputs: Path, words: list[str]) -> None:
+    """Run as nobody, a config of mode 000 is refused with exit 2 and one message naming it, and no
+    output is written. Its folder is one nobody may enter (pytest's tmp root is 0700) but not write."""
+    folder = Path(tempfile.mkdtemp(prefix="zerda-unreadable-"))
+    try:
+        folder.chmod(0o755)
+        config, output = folder / "config.yaml", folder / "out"
+        config.write_text("chunking:\n  base_size: 512\n", encoding="utf-8")
+        config.chmod(0)
+        code, text = run_cli_as_nobody(["--input", str(inputs), "--output", str(output), "--config", str(config)])
+        assert code == 2, text
+        assert text.startswith("zerda: error: "), text
+        assert "Traceback" not in text
+        for word in [str(config), *words]:
+            assert word in text
+        assert not output.exists()
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize("kind", ["empty-directory", "glob-in-existing-dir", "one-of-two-inputs"])
@@ -489,7 +544,7 @@ def test_an_input_matching_nothing_exits_2(kind: str, tmp_path: Path, capsys: py
     assert_refused([*inputs, "--input", missing, "--output", str(output)], output, [missing, "matches no file"], capsys)
 
 
-def unwritable_output(kind: str, tmp_path: Path) -> Path | str:
+def unwritable_output(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
     """An output the job cannot write, of the given kind."""
     if kind == "under-a-file":
         (tmp_path / "a_file").write_text("keep me", encoding="utf-8")
@@ -499,15 +554,20 @@ def unwritable_output(kind: str, tmp_path: Path) -> Path | str:
     if kind == "unknown-protocol":
         return "nosuchproto://bucket/out"
     read_only = tmp_path / "read_only"
-    read_only.mkdir(mode=0o500)
-    if os.access(read_only, os.W_OK):  # root writes anywhere: a mode cannot make a folder unwritable
-        pytest.skip("running as root: mode 0o500 does not stop writing (under-a-file and /proc cover it)")
+    if os.geteuid() == 0:  # root writes through any mode: only a read-only filesystem stops it
+        read_only.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(read_only)], check=True)
+        request.addfinalizer(lambda: subprocess.run(["umount", str(read_only)], check=True))
+    else:
+        read_only.mkdir(mode=0o500)
     return read_only / "out"
 
 
 @pytest.mark.parametrize("kind", ["under-a-file", "proc", "unknown-protocol", "read-only-dir"])
-def test_an_unwritable_output_exits_2(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    output = unwritable_output(kind, tmp_path)
+def test_an_unwritable_output_exits_2(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = unwritable_output(kind, tmp_path, request)
     argv = ["--input", str(REPO / "tests/data"), "--output", str(output)]
     assert_refused(argv, Path(str(output)), [str(output), "not writable"], capsys)
     if kind == "under-a-file":
