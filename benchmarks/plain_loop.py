@@ -36,12 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
 
-from pipelines.chunk_text import REJECTS, _ChunkTextFn
+from pipelines.chunk_text import _ChunkTextFn
 from pipelines.chunking import _RowsFn
 from pipelines.io.expand import InputFile, expand_inputs
 from pipelines.io.source import read_file
+from pipelines.layout import PARTITION_COLUMN
+from pipelines.names import REJECTS
 from pipelines.records import FileReport, Reject, SourceRecord
-from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN
+from pipelines.schema import CHUNK_SCHEMA
 from pipelines.settings import Settings, load_settings
 
 

@@ -26,12 +26,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipelines.names import METRICS_NAMESPACE, REJECTS
 from pipelines.records import Reject, SourceRecord, excerpt
 from pipelines.settings import ChunkingSettings
 from zerda_core.chunks import Document
 
-REJECTS = "rejects"
-METRICS_NAMESPACE = "zerda"
 TEXT_KEY = "text"
 ID_KEYS = ("id", "doc_id")
 SOURCE_KEY = "source"

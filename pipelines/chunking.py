@@ -21,15 +21,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from pipelines.chunk_text import METRICS_NAMESPACE, REJECTS, ChunkText
+from pipelines.chunk_text import ChunkText
+from pipelines.layout import PARTITION_COLUMN, density_bucket
+from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
 from pipelines.records import Reject, excerpt
-from pipelines.schema import PARTITION_COLUMN, density_bucket
 from pipelines.settings import ChunkingSettings, EnrichSettings
 from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
-
-SUMMARIES = "summaries"
 
 
 class _RowsFn(beam.DoFn):

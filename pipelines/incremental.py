@@ -45,21 +45,18 @@ from fsspec.core import url_to_fs
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.io.write import STAGED_KEY, StagedFile, WriteRows, _absolute_url
-from pipelines.records import SourceRecord
-from pipelines.schema import (
+from pipelines.layout import (
     CHANGES_DIR,
-    CHANGES_SCHEMA,
-    CHUNK_SCHEMA,
     CHUNK_SUFFIX,
     INDEX_DIR,
-    INDEX_SCHEMA,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
-    REPEATED_COLUMNS,
     STAGING_DIR,
     SUCCESS_FILE,
 )
+from pipelines.records import SourceRecord
+from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REPEATED_COLUMNS
 from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")

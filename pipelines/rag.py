@@ -24,7 +24,8 @@ import apache_beam as beam
 from apache_beam.ml.rag.chunking.base import ChunkingTransformProvider
 from apache_beam.ml.rag.types import Chunk, Content
 
-from pipelines.chunk_text import REJECTS, ChunkText
+from pipelines.chunk_text import ChunkText
+from pipelines.names import REJECTS
 from pipelines.records import Reject
 from pipelines.settings import ChunkingSettings
 from zerda_core.chunks import DocumentChunk

@@ -36,7 +36,7 @@ from pipelines.chunking import ChunkDocuments
 from pipelines.errors import OutputError, UsageError
 from pipelines.incremental import ChunkIncrementally, Previous, read_previous
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
-from pipelines.io.read import FILES_TAG, REJECTS_TAG, ReadCorpus
+from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
     MANIFEST_FILE,
     CommitOutput,
@@ -46,11 +46,12 @@ from pipelines.io.write import (
     new_run_id,
     prepare_output,
 )
+from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest, check_accounting
+from pipelines.names import FILES, REJECTS
 from pipelines.options import new_pipeline, parse_arguments
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url
-from pipelines.schema import REJECTS_DIR
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import write_stdout
@@ -132,7 +133,7 @@ def build_pipeline(
         fingerprint=settings.fingerprint,
     )
     chunked = read.records | "Incremental" >> incremental
-    rejects = (read[REJECTS_TAG], chunked.rejects) | "AllRejects" >> beam.Flatten()
+    rejects = (read[REJECTS], chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
     written_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
     staged_chunks = (written_chunks, chunked.carried_files) | "AllChunkFiles" >> beam.Flatten()
@@ -140,7 +141,7 @@ def build_pipeline(
     manifest = {
         "summaries": chunked.summaries,
         "rejects": rejects,
-        "reports": read[FILES_TAG],
+        "reports": read[FILES],
     } | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )

@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from pipelines.layout import PARTITION_COLUMN
 from pipelines.rechunk import run
 from pipelines.report import load_report
 from pipelines.report import main as report_main
-from pipelines.schema import PARTITION_COLUMN
 from tests.common import DATA, MULTI_PROCESS, REPO
 
 if TYPE_CHECKING:

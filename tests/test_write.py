@@ -32,9 +32,10 @@ from pipelines.io.write import (
     new_run_id,
     prepare_output,
 )
+from pipelines.layout import PARTITION_COLUMN, density_bucket, n_buckets
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
-from pipelines.schema import CHUNK_SCHEMA, PARTITION_COLUMN, REJECT_SCHEMA, density_bucket, n_buckets
+from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from tests.common import REPO
 from tests.output_checks import documents_of, summaries_of
 

@@ -20,8 +20,8 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
 
+from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN
 from pipelines.redact import bounded, redact_url, remember_credentials
-from pipelines.schema import CHUNK_SUFFIX, PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,9 @@ from apache_beam.pvalue import PBegin, TaggedOutput
 
 from pipelines.io.expand import InputFile
 from pipelines.io.source import read_file
+from pipelines.names import FILES, METRICS_NAMESPACE, RECORDS, REJECTS
 from pipelines.records import REJECT_REASONS, FileReport, Reject, SourceRecord
 from pipelines.settings import InputSettings
-
-RECORDS_TAG = "records"
-REJECTS_TAG = "rejects"
-FILES_TAG = "files"
-METRICS_NAMESPACE = "zerda"
 
 
 class ReadCorpus(beam.PTransform):
@@ -42,8 +38,7 @@ class ReadCorpus(beam.PTransform):
             pbegin
             | "ListFiles" >> beam.Create(self._files)
             | "SpreadFiles" >> beam.Reshuffle()
-            | "ReadFiles"
-            >> beam.ParDo(_ReadFileFn(self._settings)).with_outputs(REJECTS_TAG, FILES_TAG, main=RECORDS_TAG)
+            | "ReadFiles" >> beam.ParDo(_ReadFileFn(self._settings)).with_outputs(REJECTS, FILES, main=RECORDS)
         )
 
 
@@ -64,11 +59,11 @@ class _ReadFileFn(beam.DoFn):
             if isinstance(item, FileReport):
                 self._files_read.inc()
                 self._bytes_read.inc(item.bytes_read)
-                yield TaggedOutput(FILES_TAG, item)
+                yield TaggedOutput(FILES, item)
                 continue
             self._records_read.inc()
             if isinstance(item, Reject):
                 self._rejects[item.reason].inc()
-                yield TaggedOutput(REJECTS_TAG, item)
+                yield TaggedOutput(REJECTS, item)
             else:
                 yield item

@@ -56,22 +56,20 @@ from fsspec.core import url_to_fs
 
 from pipelines.errors import OutputError
 from pipelines.io.lease import Lease, check_held, dead_staging
-from pipelines.manifest import finish_manifest
-from pipelines.records import Reject
-from pipelines.schema import (
+from pipelines.layout import (
     CHANGES_DIR,
-    CHUNK_SCHEMA,
     CHUNK_SUFFIX,
     INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
-    REJECT_SCHEMA,
     REJECT_SUFFIX,
     REJECTS_DIR,
-    REPEATED_COLUMNS,
     STAGING_DIR,
     SUCCESS_FILE,
 )
+from pipelines.manifest import finish_manifest
+from pipelines.records import Reject
+from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once

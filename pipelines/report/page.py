@@ -6,6 +6,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
+from pipelines.layout import n_buckets
 from pipelines.report.model import Report
 from pipelines.report.rows import (
     BUCKET_HEADERS,
@@ -21,9 +22,6 @@ from pipelines.report.rows import (
     rejected_file_rows,
     sample_heading,
     source_rows,
-)
-from pipelines.schema import (
-    n_buckets,
 )
 from pipelines.terminal_table import bucket_label, format_cell, is_numeric
 

@@ -17,15 +17,8 @@ from fsspec.core import url_to_fs
 from pyarrow import acero
 
 from pipelines.errors import OutputError
+from pipelines.layout import CHUNK_SUFFIX, MANIFEST_FILE, PARTITION_COLUMN, REJECT_SUFFIX, REJECTS_DIR, SUCCESS_FILE
 from pipelines.report.model import Group, RejectedFile, Report, Sample, SourceCounts
-from pipelines.schema import (
-    CHUNK_SUFFIX,
-    MANIFEST_FILE,
-    PARTITION_COLUMN,
-    REJECT_SUFFIX,
-    REJECTS_DIR,
-    SUCCESS_FILE,
-)
 
 _GROUP_KEYS = [PARTITION_COLUMN, "char_count", "language"]
 SAMPLES_PER_BUCKET = 2
