@@ -48,6 +48,7 @@ START_TIMEOUT = 120.0
 TASK_MANAGERS = 2
 SLOTS = 2
 RESTART_ATTEMPTS = 3
+_RUNTIME = "org.apache.flink.runtime"
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -70,9 +71,9 @@ def flink_lib() -> Path:
     downloads = CACHE / "pypi"
     sdist = downloads / f"apache-flink-libraries-{FLINK_VERSION}.tar.gz"
     if not sdist.exists():
+        requirement = f"apache-flink-libraries=={FLINK_VERSION}"
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(downloads)]
-            + [f"apache-flink-libraries=={FLINK_VERSION}"],
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(downloads), requirement],
             check=True,
         )
     staging = lib.parent.with_name(lib.parent.name + ".partial")
@@ -175,8 +176,8 @@ class FlinkCluster:
         shutil.copy(Path(__file__).with_name("flink_log4j.properties"), self.conf / "log4j.properties")
         self.logs = workdir / "log"
         self.logs.mkdir()
-        self.jobmanager = self._java("jobmanager", "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint")
-        self.taskmanagers: list[subprocess.Popen[bytes]] = []
+        self.jobmanager = self._java("jobmanager", f"{_RUNTIME}.entrypoint.StandaloneSessionClusterEntrypoint")
+        self.taskmanagers: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
     def master(self) -> str:
@@ -190,7 +191,9 @@ class FlinkCluster:
             f"--flink_master={self.master}",
             f"--flink_job_server_jar={self.job_server_jar}",
             "--environment_type=LOOPBACK",
-            f"--parallelism={TASK_MANAGERS * SLOTS}",
+            # One TaskManager's slots: spread over both (evenly-spread-out-slots), and when one is lost the
+            # other alone can run the restarted tasks. At 4 the restart waits for slots that never come.
+            f"--parallelism={SLOTS}",
             *extra,
         ]
 
@@ -226,13 +229,18 @@ class FlinkCluster:
 
     def start_taskmanagers(self, count: int = TASK_MANAGERS) -> None:
         """Start TaskManagers until ``count`` are alive, and wait until the JobManager has them all."""
-        self.taskmanagers = [tm for tm in self.taskmanagers if tm.poll() is None]
+        self.taskmanagers = {name: tm for name, tm in self.taskmanagers.items() if tm.poll() is None}
         while len(self.taskmanagers) < count:
             name = f"taskmanager-{len(list(self.logs.glob('taskmanager-*.out')))}"
-            self.taskmanagers.append(
-                self._java(name, "org.apache.flink.runtime.taskexecutor.TaskManagerRunner", "-D", f"taskmanager.resource-id={name}")
+            self.taskmanagers[name] = self._java(
+                name, f"{_RUNTIME}.taskexecutor.TaskManagerRunner", "-D", f"taskmanager.resource-id={name}"
             )
         self.wait(lambda: self._registered() == count, f"{count} TaskManagers registered")
+
+    def taskmanager(self, resource_id: str) -> subprocess.Popen[bytes] | None:
+        """The live TaskManager process Flink knows by ``resource_id``."""
+        process = self.taskmanagers.get(resource_id)
+        return process if process is not None and process.poll() is None else None
 
     def kill_taskmanager(self, process: subprocess.Popen[bytes]) -> None:
         """SIGKILL: no shutdown hook, no goodbye to the JobManager, as a lost machine would be."""
@@ -247,11 +255,13 @@ class FlinkCluster:
             if self.jobmanager.poll() is not None:
                 break
             time.sleep(0.25)
-        logs = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}" for log in sorted(self.logs.iterdir()))
+        logs = "\n".join(
+            f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}" for log in sorted(self.logs.iterdir())
+        )
         pytest.fail(f"Flink: no {what} after {timeout:.0f}s\n{logs}")
 
     def stop(self) -> None:
-        for process in [*self.taskmanagers, self.jobmanager]:
+        for process in [*self.taskmanagers.values(), self.jobmanager]:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
