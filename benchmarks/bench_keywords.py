@@ -18,7 +18,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from pipelines.io.read import expand_inputs, read_file
+from pipelines.io.expand import expand_inputs
+from pipelines.io.source import read_file
 from pipelines.records import SourceRecord
 from pipelines.settings import InputSettings
 from zerda_core.chunks import AdaptiveChunker

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -39,6 +38,7 @@ import pyarrow as pa
 
 import zerda_core
 from pipelines.records import REJECT_REASONS, FileReport
+from pipelines.redact import redact_url
 
 MANIFEST_FORMAT = 1
 DUPLICATE_EXAMPLES = 5
@@ -46,14 +46,6 @@ DUPLICATE_EXAMPLES = 5
 
 class AccountingError(RuntimeError):
     """Records read do not add up to documents chunked plus rejects: something was lost or doubled."""
-
-
-def redact_url(text: str) -> str:
-    """The URL, or every URL in a message, without credentials (``scheme://user:secret@host/...``).
-
-    ``scheme:///user:secret@`` too: fsspec's error messages spell some URLs that way.
-    """
-    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://+)[^/@\s]*@", r"\1", text)
 
 
 def versions() -> dict[str, str]:

@@ -24,15 +24,8 @@ import fsspec
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 
 from pipelines.chunking import ChunkDocuments
-from pipelines.io.read import (
-    FILES_TAG,
-    REJECTS_TAG,
-    InputError,
-    InputFile,
-    ReadCorpus,
-    expand_inputs,
-    sample_corpus_glob,
-)
+from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
+from pipelines.io.read import FILES_TAG, REJECTS_TAG, ReadCorpus
 from pipelines.io.write import (
     MANIFEST_FILE,
     CommitOutput,
@@ -42,8 +35,9 @@ from pipelines.io.write import (
     new_run_id,
     prepare_output,
 )
-from pipelines.manifest import BuildManifest, check_accounting, redact_url
+from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
+from pipelines.redact import RedactCredentials, redact_url
 from pipelines.schema import REJECTS_DIR
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
@@ -189,26 +183,12 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(level=level, format=LOG_FORMAT, force=True)
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_RedactCredentials())
+        handler.addFilter(RedactCredentials())
     beam_level = logging.DEBUG if verbose else logging.ERROR if quiet else logging.WARNING
     for name in ("apache_beam", "root"):
         logging.getLogger(name).setLevel(beam_level)
     logging.getLogger("zerda").setLevel(level)
     logging.getLogger("pipelines").setLevel(level)
-
-
-class _RedactCredentials(logging.Filter):
-    """Drops ``user:password@`` from URLs in log lines (with --verbose, fsspec logs each URL it opens)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken record: leave it to the handler's own error report
-            return True
-        redacted = redact_url(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ class ChunkingSettings(_Section):
 
 @dataclass(frozen=True)
 class InputSettings(_Section):
-    """How corpus files are read (see ``pipelines.io.read``)."""
+    """How corpus files are read (see ``pipelines.io.formats``)."""
 
     SECTION: ClassVar[str] = "input"
     text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")

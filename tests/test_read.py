@@ -23,17 +23,11 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.io import read as read_module
-from pipelines.io.read import (
-    InputError,
-    InputFile,
-    ReadCorpus,
-    StorageError,
-    expand_inputs,
-    read_file,
-    sample_corpus_glob,
-    split_suffixes,
-)
+from pipelines.io import formats, source
+from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
+from pipelines.io.formats import split_suffixes
+from pipelines.io.read import ReadCorpus
+from pipelines.io.source import StorageError, read_file
 from pipelines.records import EXCERPT_CHARS, FileReport, Reject, SourceRecord
 from pipelines.settings import CORPUS_FORMATS, InputSettings, Settings
 
@@ -360,7 +354,7 @@ def test_document_over_max_chars_is_too_large(tmp_path: Path) -> None:
 
 
 def test_line_too_long_for_any_allowed_document_is_skipped_unparsed(tmp_path: Path) -> None:
-    limit = read_module._line_limit(1)
+    limit = formats.line_limit(1)
     huge = json.dumps({"text": "z" * (limit + 5000)})
     path = write(tmp_path / "a.jsonl", jsonl({"text": "a"}) + huge + "\n" + jsonl({"text": "b"}))
     records, rejects, _ = read(path, max_document_chars=1)
@@ -638,7 +632,7 @@ class _BrokenFile(io.RawIOBase):
 
 def test_storage_failure_raises_for_a_retry_instead_of_a_reject(monkeypatch: pytest.MonkeyPatch) -> None:
     data = numbered_lines(50_000)  # over one read buffer, so the second read happens
-    monkeypatch.setattr(read_module.fsspec, "open", lambda url, mode: _BrokenFile(data))
+    monkeypatch.setattr(source.fsspec, "open", lambda url, mode: _BrokenFile(data))
     with pytest.raises(StorageError, match=re.escape("reading /x/a.jsonl failed: ConnectionResetError")):
         list(read_file(InputFile("/x/a.jsonl", "a.jsonl"), InputSettings()))
 
@@ -775,4 +769,4 @@ def test_mapped_suffixes_are_read_as_their_format(tmp_path: Path) -> None:
 
 
 def test_every_format_the_settings_allow_has_a_reader() -> None:
-    assert set(read_module._FORMATS) == set(CORPUS_FORMATS)
+    assert set(formats.FORMATS) == set(CORPUS_FORMATS)

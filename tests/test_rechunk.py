@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
-from pipelines.io.read import sample_corpus_glob
+from pipelines.io.expand import sample_corpus_glob
 from pipelines.rechunk import _worker_logging, main, run
 from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO

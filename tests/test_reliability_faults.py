@@ -44,10 +44,11 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-import pipelines.io.read as read_module
+import pipelines.io.source as source
 import pipelines.io.write as write_module
 from pipelines.chunking import FAULT_ENV, InjectedFault
-from pipelines.io.read import InputFile, StorageError, read_file
+from pipelines.io.expand import InputFile
+from pipelines.io.source import StorageError, read_file
 from pipelines.rechunk import run
 from pipelines.records import Reject
 from pipelines.settings import InputSettings
@@ -405,7 +406,7 @@ def test_storage_failure_while_reading_raises_storage_error_not_a_reject(
     the bundle instead of recording a good file as ``unreadable_file``."""
     data = _STORED[name]()
     monkeypatch.setattr(
-        read_module.fsspec, "open", lambda url, mode: contextlib.nullcontext(_FailingRead(data, int(len(data) * where)))
+        source.fsspec, "open", lambda url, mode: contextlib.nullcontext(_FailingRead(data, int(len(data) * where)))
     )
     items: list[Any] = []
     with pytest.raises(StorageError, match=f"reading s3://bucket/{name} failed: OSError: .*reduce your request rate"):

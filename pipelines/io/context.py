@@ -1,0 +1,87 @@
+"""One file being read: how its values become SourceRecords or Rejects, and where a record is.
+
+Record numbers: the 1-based line of a JSONL file (blank lines are not records but keep their
+number, so a reject points at the real line), the 1-based row of a Parquet file, 0 for a
+whole-file document or for the file itself.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from pipelines.io.expand import InputFile
+from pipelines.records import Reject, SourceRecord, excerpt
+from pipelines.redact import redact_url
+from pipelines.settings import InputSettings
+
+BUFFER_BYTES = 1 << 20
+MISSING = object()  # a field the record does not have (unlike one set to null)
+_SNIFF_BYTES = 8192
+
+
+@dataclass
+class FileContext:
+    """One file being read: turns values into SourceRecords or Rejects, and knows where it is."""
+
+    file: InputFile
+    settings: InputSettings
+    compression: str
+    record: int = 0  # the record being read now: where an unreadable file broke
+
+    def __post_init__(self) -> None:
+        self.source = redact_url(self.file.url)  # what chunks, rejects and the manifest say: no password
+
+    def reject(self, record: int, doc_id: str, reason: str, message: str, bad_input: object = "") -> Reject:
+        return Reject(self.source, record, doc_id, reason, redact_url(message), excerpt(bad_input))
+
+    def default_id(self, record: int) -> str:
+        """Stable id of a record without one: ``relative/path.jsonl/17``."""
+        return f"{self.file.relative_path}/{record}"
+
+    def decode(self, data: bytes, record: int, doc_id: str) -> str | Reject:
+        """UTF-8 (a leading BOM dropped); invalid bytes rejected or replaced, as configured."""
+        try:
+            return data.decode("utf-8-sig", self.settings.encoding_errors)
+        except UnicodeDecodeError as err:
+            around = data[max(0, err.start - 60) : err.end + 60].decode("utf-8", "backslashreplace")
+            return self.reject(
+                record, doc_id, "invalid_utf8", f"invalid UTF-8 at byte {err.start}: {err.reason}", around
+            )
+
+    def document(self, record: int, doc_id: str, text: str) -> SourceRecord | Reject:
+        """The text as it is (line ends untouched: chunks are exact slices), or why it is refused."""
+        if not text.strip():
+            return self.reject(record, doc_id, "empty", "document is empty or whitespace only", text)
+        if len(text) > self.settings.max_document_chars:
+            limit = self.settings.max_document_chars
+            return self.reject(record, doc_id, "too_large", f"{len(text)} characters, over {limit}", text)
+        if "\x00" in text:
+            return self.reject(record, doc_id, "not_text", f"NUL character at {text.index(chr(0))}", text)
+        return SourceRecord(self.source, record, doc_id, text)
+
+    def from_fields(self, record: int, raw_id: object, text: object, bad_input: object) -> SourceRecord | Reject:
+        """A JSONL object's or Parquet row's id and text; ids may be strings or integers."""
+        has_id = (isinstance(raw_id, str) and raw_id != "") or (
+            isinstance(raw_id, int) and not isinstance(raw_id, bool)
+        )
+        doc_id = str(raw_id) if has_id else self.default_id(record)
+        if isinstance(text, bytes):
+            text = self.decode(text, record, doc_id)
+            if isinstance(text, Reject):
+                return text
+        if not isinstance(text, str):
+            field = self.settings.text_field
+            what = f"has no field {field!r}" if text is MISSING else f"has {field!r} = {_kind(text)}, not a string"
+            return self.reject(record, doc_id, "missing_text", f"record {what}", bad_input)
+        return self.document(record, doc_id, text)
+
+    def binary_sniffed(self, stream: io.BufferedReader) -> Reject | None:
+        """A NUL byte at the start means a binary file matched by the glob, not text."""
+        if b"\x00" in stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]:
+            return self.reject(0, self.file.relative_path, "not_text", "binary content (NUL bytes) in a text file")
+        return None
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"

@@ -1,0 +1,161 @@
+"""The corpus formats: each reads a decompressed stream into SourceRecords and Rejects.
+
+JSONL is streamed a line at a time, a text file is one document, Parquet is read by record
+batch with pyarrow (only the text and id columns). A suffix names the format (``a.JSONL.gz``:
+JSONL, gzip); ``input.formats`` in the settings maps other suffixes to one of them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO
+
+import pyarrow.parquet as pq
+
+from pipelines.io.context import BUFFER_BYTES, MISSING, FileContext
+from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
+from pipelines.settings import InputSettings
+
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+TEXT_SUFFIXES = (".txt", ".md", ".rst")
+PARQUET_SUFFIXES = (".parquet",)
+
+_SPOOL_BYTES = 64 << 20
+_PARQUET_BATCH_ROWS = 256
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+Reader = Callable[[io.BufferedReader, FileContext], Iterator[SourceRecord | Reject]]
+
+
+def split_suffixes(url: str) -> tuple[str, str]:
+    """(format suffix, compression suffix or ""), lower-cased: ``a.JSONL.gz`` -> (".jsonl", ".gz")."""
+    name = url.rsplit("/", 1)[-1].lower()
+    compression = next((s for s in COMPRESSION_SUFFIXES if name.endswith(s)), "")
+    stem = name[: len(name) - len(compression)]
+    dot = stem.rfind(".")
+    return (stem[dot:] if dot > 0 else ""), compression
+
+
+def reader_for(suffix: str, settings: InputSettings) -> Reader | None:
+    """The reader of a format suffix: a mapping in ``input.formats`` first, then the known suffixes."""
+    named = {s.lower(): name for s, name in settings.formats.items()}.get(suffix)
+    return FORMATS[named] if named else _READERS.get(suffix)
+
+
+def read_jsonl(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
+    """One JSON object a line, streamed; a line that is valid JSON but not an object is ``invalid_json``."""
+    binary = ctx.binary_sniffed(stream)
+    if binary:
+        yield binary
+        return
+    limit = line_limit(ctx.settings.max_document_chars)
+    for number, line in _lines(stream, ctx, limit):
+        if line.isspace():
+            continue
+        default_id = ctx.default_id(number)
+        if len(line) > limit:
+            shown = line[:1000].decode("utf-8", "replace")  # text, not the repr of bytes
+            yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", shown)
+            continue
+        text = ctx.decode(line, number, default_id)
+        yield text if isinstance(text, Reject) else _json_record(ctx, number, text)
+
+
+def line_limit(max_chars: int) -> int:
+    """Bytes a JSONL line may have: a JSON string spends at most 12 bytes on a character
+    (an escaped surrogate pair), plus room for the other fields."""
+    return 12 * max_chars + BUFFER_BYTES
+
+
+def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[tuple[int, bytes]]:
+    """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped."""
+    while True:
+        ctx.record += 1
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := stream.readline(BUFFER_BYTES)) and not rest.endswith(b"\n"):
+                pass
+        yield ctx.record, line
+
+
+def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
+    shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as err:
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}", shown)
+    if not isinstance(obj, dict):
+        message = f"a JSON {type(obj).__name__} where an object was expected"
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
+    settings = ctx.settings
+    return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)
+
+
+def read_text(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
+    """A whole file is one document, read up to what ``max_document_chars`` allows and no further."""
+    binary = ctx.binary_sniffed(stream)
+    if binary:
+        yield binary
+        return
+    doc_id = ctx.file.relative_path
+    limit = 4 * ctx.settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
+    data = stream.read(limit + 1)
+    if not data:
+        return
+    if len(data) > limit:
+        message = f"over {limit} bytes, so over {ctx.settings.max_document_chars} characters"
+        yield ctx.reject(0, doc_id, "too_large", message, data[:1000].decode("utf-8", "replace"))
+        return
+    text = ctx.decode(data, 0, doc_id)
+    del data  # else the raw bytes stay alive, in this suspended generator, while the document is chunked
+    yield text if isinstance(text, Reject) else ctx.document(0, doc_id, text)
+
+
+def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
+    """Rows by record batch; only the text and id columns are read."""
+    settings = ctx.settings
+    with _seekable(stream, ctx.compression) as source:
+        parquet = pq.ParquetFile(source)
+        names = parquet.schema_arrow.names
+        if settings.text_field not in names:
+            message = f"no column {settings.text_field!r} (columns: {', '.join(names)})"
+            yield ctx.reject(0, ctx.file.relative_path, "missing_text", message)
+            return
+        columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
+        row = 0
+        ctx.record = 1
+        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
+            texts = batch.column(settings.text_field).to_pylist()
+            ids = batch.column(settings.id_field).to_pylist() if len(columns) > 1 else [None] * len(texts)
+            for text, raw_id in zip(texts, ids, strict=True):
+                row += 1
+                yield ctx.from_fields(row, raw_id, text, text)
+            ctx.record = row + 1
+
+
+@contextmanager
+def _seekable(stream: io.BufferedReader, compression: str) -> Iterator[IO[bytes]]:
+    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB)."""
+    if not compression:
+        yield stream
+        return
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
+        shutil.copyfileobj(stream, spool, BUFFER_BYTES)
+        spool.seek(0)
+        yield spool
+
+
+FORMATS: Mapping[str, Reader] = {"jsonl": read_jsonl, "text": read_text, "parquet": read_parquet}
+_READERS: Mapping[str, Reader] = {
+    **dict.fromkeys(JSONL_SUFFIXES, read_jsonl),
+    **dict.fromkeys(TEXT_SUFFIXES, read_text),
+    **dict.fromkeys(PARQUET_SUFFIXES, read_parquet),
+}

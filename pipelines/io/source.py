@@ -1,0 +1,138 @@
+"""Reading one corpus file: open the stored bytes, decompress them, hand them to its format.
+
+One role per package: fsspec opens the stored bytes on any protocol; smart_open decompresses
+that byte stream (``.gz .bz2 .zst .xz``) with its compression registry,
+``smart_open.compression.compression_wrapper`` (``smart_open.open`` itself only opens URLs of
+its own transports: no ``memory://``, no fsspec file objects, so fsspec opens and smart_open
+only decompresses); the format's reader (:mod:`pipelines.io.formats`) makes the records.
+
+Error policy: damaged or unexpected *content* becomes a :class:`Reject` with its reason and
+where it was, and the job goes on. A failure of the *storage* itself (network, permissions)
+raises :class:`StorageError`, so the runner retries the bundle rather than recording a file
+as unreadable because of a passing outage. Every record read comes out as exactly one
+:class:`SourceRecord` or :class:`Reject`, so records read = documents + rejects.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import fsspec
+from smart_open.compression import compression_wrapper
+
+from pipelines.io.context import BUFFER_BYTES, FileContext
+from pipelines.io.expand import InputFile
+from pipelines.io.formats import reader_for, split_suffixes
+from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.redact import redact_url
+from pipelines.settings import InputSettings
+
+
+class StorageError(OSError):
+    """The storage failed while a file was read (not its content): the runner retries."""
+
+
+def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord | Reject | FileReport]:
+    """Read one corpus file: each record as a SourceRecord or a Reject, then its FileReport last.
+
+    Never raises for bad content. A file that breaks midway (truncated gzip, corrupt zstd or
+    Parquet) keeps the records before the damage and adds one ``unreadable_file`` reject at
+    the record where it broke; a file that holds no record at all gives one ``empty`` reject.
+    Storage failures raise (``StorageError``, or the error opening the file).
+    ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
+    a stream read to its end, a little more for Parquet, which fetches its footer again.
+    """
+    fmt, compression = split_suffixes(file.url)
+    ctx = FileContext(file, settings, compression)
+    reader = reader_for(fmt, settings)
+    if reader is None:
+        message = f"not a corpus file type: {fmt or 'no suffix'} (input.formats can map a suffix to a format)"
+        yield ctx.reject(0, file.relative_path, "not_text", message)
+        yield FileReport(ctx.source, 0, 1)
+        return
+    emitted, error = 0, ""
+    with fsspec.open(file.url, "rb") as raw:
+        stored = _StorageStream(raw, file.url)
+        try:
+            for item in reader(_decompressed(stored, compression), ctx):
+                emitted += 1
+                yield item
+        except StorageError:
+            raise
+        except Exception as err:  # any damage in a file's content: a reject, never a crashed job
+            error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
+            emitted += 1
+            yield ctx.reject(ctx.record, file.relative_path, "unreadable_file", f"file unreadable: {error}")
+    if emitted == 0:
+        emitted = 1
+        yield ctx.reject(0, file.relative_path, "empty", "file holds no record")
+    yield FileReport(ctx.source, stored.bytes_read, emitted, error)
+
+
+class _StorageStream(io.RawIOBase):
+    """The stored bytes of a file: counts them and marks storage failures as StorageError."""
+
+    def __init__(self, raw: IO[bytes], url: str) -> None:
+        super().__init__()
+        self._raw = raw
+        self._url = url
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._raw.seekable()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._guard(self._raw.seek, offset, whence)
+
+    def tell(self) -> int:
+        return self._guard(self._raw.tell)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._guard(self._raw.read, len(buffer))
+        buffer[: len(data)] = data
+        self.bytes_read += len(data)
+        return len(data)
+
+    def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except Exception as err:
+            raise StorageError(f"reading {self._url} failed: {type(err).__name__}: {err}") from err
+
+
+class _StepwiseStream(io.RawIOBase):
+    """A decompressor read one step at a time (``read1``), so damage costs only what follows it.
+
+    A BufferedReader filling its buffer from a decompressor (smart_open's wrapper, or gzip's own
+    buffer) calls it several times; when one call fails on damage, what the earlier calls decoded
+    is dropped with the error. Through ``read1`` every byte decoded before the damage reaches the
+    reader first, so a truncated or corrupt file keeps all its whole records before the damage.
+    """
+
+    def __init__(self, decompressor: Any) -> None:
+        super().__init__()
+        self._decompressor = decompressor
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._decompressor.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader[Any]:
+    """The decompressed bytes, buffered (the readers peek and read lines)."""
+    buffered: io.BufferedReader[Any] = io.BufferedReader(stored, buffer_size=BUFFER_BYTES)
+    if not compression:
+        return buffered
+    decompressor: Any = compression_wrapper(buffered, "rb", compression=compression)
+    if isinstance(decompressor, io.BufferedReader):  # smart_open's wrapper: read the decompressor itself
+        decompressor = decompressor.detach()
+    return io.BufferedReader(_StepwiseStream(decompressor), buffer_size=BUFFER_BYTES)
