@@ -2,6 +2,8 @@
 
 import logging
 
+from pipelines import redact
+
 
 def _is_not_import_noise(record: logging.LogRecord) -> bool:
     """Beam warns at import that optional BigQuery clients are missing; zerda never uses them."""
@@ -9,3 +11,4 @@ def _is_not_import_noise(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger().addFilter(_is_not_import_noise)
+redact.install()  # every process that runs zerda code (launcher, Beam workers) keeps credentials out of its logs

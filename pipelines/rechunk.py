@@ -115,7 +115,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     args, beam_args = build_parser().parse_known_args(argv)
     _configure_logging(args.quiet, args.verbose)
     settings = load_settings(args.config)
-    files = expand_inputs(args.input or [sample_corpus_glob()])
+    files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
     prepare_output(args.output)
     log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
     started = datetime.now(timezone.utc)

@@ -162,6 +162,9 @@ class InputSettings(_Section):
         "strict", _one_of("strict", "replace"), "Invalid UTF-8: `strict` rejects it, `replace` decodes it with U+FFFD."
     )
     max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
+    max_file_bytes: int = _setting(
+        10_000_000_000, POSITIVE_INT, "A compressed Parquet file decompressing past this (on temp disk) is `too_large`."
+    )
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
     )

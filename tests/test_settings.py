@@ -54,6 +54,7 @@ def test_defaults_are_the_documented_ones() -> None:
             "id_field": "id",
             "encoding_errors": "strict",
             "max_document_chars": 50_000_000,
+            "max_file_bytes": 10_000_000_000,
             "formats": {},
         },
         "output": {"bucket_width": 0.1, "compression": "zstd", "max_rows_per_file": 100_000},

@@ -8,16 +8,26 @@ whole-file document or for the file itself.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 
 from pipelines.io.expand import InputFile
 from pipelines.records import Reject, SourceRecord, excerpt
-from pipelines.redact import redact_url
+from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.settings import InputSettings
 
 BUFFER_BYTES = 1 << 20
 MISSING = object()  # a field the record does not have (unlike one set to null)
 _SNIFF_BYTES = 8192
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: lone surrogates (from a JSON escape, or a file name's undecodable
+    bytes) spelled as ``\\udXXX`` escapes, so a source, id or message always reaches Arrow and Beam."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass
@@ -30,14 +40,29 @@ class FileContext:
     record: int = 0  # the record being read now: where an unreadable file broke
 
     def __post_init__(self) -> None:
-        self.source = redact_url(self.file.url)  # what chunks, rejects and the manifest say: no password
+        remember_credentials(self.file.url)  # this process scrubs them from its logs too
+        self.source = encodable(redact_url(self.file.url))  # what chunks, rejects and the manifest say
+        self.name = encodable(self.file.relative_path)  # the id of the file's whole-file document or reject
 
     def reject(self, record: int, doc_id: str, reason: str, message: str, bad_input: object = "") -> Reject:
-        return Reject(self.source, record, doc_id, reason, redact_url(message), excerpt(bad_input))
+        """A Reject whose every field Arrow can store; the message redacted and bounded (it may echo input)."""
+        text = bounded(encodable(redact_url(message)))
+        return Reject(self.source, record, encodable(doc_id), reason, text, encodable(excerpt(bad_input)))
 
     def default_id(self, record: int) -> str:
         """Stable id of a record without one: ``relative/path.jsonl/17``."""
-        return f"{self.file.relative_path}/{record}"
+        return f"{self.name}/{record}"
+
+    def surrogate_free(self, text: str, record: int, doc_id: str, what: str) -> str | Reject:
+        """Text from a JSON escape may hold lone surrogates, which UTF-8 (so Arrow) cannot encode:
+        ``strict`` rejects the record as ``invalid_utf8``, ``replace`` turns them into U+FFFD."""
+        found = None if text.isascii() else _SURROGATE.search(text)
+        if found is None:
+            return text
+        if self.settings.encoding_errors == "replace":
+            return _SURROGATE.sub("\ufffd", text)
+        where = f"lone surrogate U+{ord(found.group()):04X} at character {found.start()} of the {what}"
+        return self.reject(record, doc_id, "invalid_utf8", f"{where}: not encodable as UTF-8", text)
 
     def decode(self, data: bytes, record: int, doc_id: str) -> str | Reject:
         """UTF-8 (a leading BOM dropped); invalid bytes rejected or replaced, as configured."""
@@ -62,24 +87,33 @@ class FileContext:
 
     def from_fields(self, record: int, raw_id: object, text: object, bad_input: object) -> SourceRecord | Reject:
         """A JSONL object's or Parquet row's id and text; ids may be strings or integers."""
+        if isinstance(raw_id, bytes):  # a Parquet string column, read as bytes: decoded value by value
+            raw_id = self.decode(raw_id, record, self.default_id(record))
+            if isinstance(raw_id, Reject):
+                return raw_id
         has_id = (isinstance(raw_id, str) and raw_id != "") or (
             isinstance(raw_id, int) and not isinstance(raw_id, bool)
         )
         doc_id = str(raw_id) if has_id else self.default_id(record)
-        if isinstance(text, bytes):
+        if isinstance(raw_id, str):
+            checked = self.surrogate_free(doc_id, record, self.default_id(record), "id")
+            if isinstance(checked, Reject):
+                return checked
+            doc_id = checked
+        if isinstance(text, bytes):  # decoded from UTF-8: no surrogate can be in it
             text = self.decode(text, record, doc_id)
-            if isinstance(text, Reject):
-                return text
-        if not isinstance(text, str):
-            field = self.settings.text_field
+        elif isinstance(text, str):
+            text = self.surrogate_free(text, record, doc_id, "text")
+        else:
+            field = bounded(self.settings.text_field)
             what = f"has no field {field!r}" if text is MISSING else f"has {field!r} = {_kind(text)}, not a string"
             return self.reject(record, doc_id, "missing_text", f"record {what}", bad_input)
-        return self.document(record, doc_id, text)
+        return text if isinstance(text, Reject) else self.document(record, doc_id, text)
 
     def binary_sniffed(self, stream: io.BufferedReader) -> Reject | None:
         """A NUL byte at the start means a binary file matched by the glob, not text."""
         if b"\x00" in stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]:
-            return self.reject(0, self.file.relative_path, "not_text", "binary content (NUL bytes) in a text file")
+            return self.reject(0, self.name, "not_text", "binary content (NUL bytes) in a text file")
         return None
 
 

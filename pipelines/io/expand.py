@@ -8,6 +8,9 @@ fsspec lists the stored files on any protocol (local, ``s3://``, ``gs://``, ``az
 from __future__ import annotations
 
 import glob
+import logging
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -15,6 +18,12 @@ from importlib import resources
 import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import glob_translate
+
+from pipelines.redact import bounded, redact_url, remember_credentials
+from pipelines.schema import CHUNK_SUFFIX, PARTITION_COLUMN
+
+log = logging.getLogger(__name__)
 
 
 class InputError(ValueError):
@@ -34,23 +43,85 @@ def sample_corpus_glob() -> str:
     return str(resources.files("pipelines") / "sample_corpus")
 
 
-def expand_inputs(patterns: Sequence[str]) -> list[InputFile]:
+def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[InputFile]:
     """Expand globs and directories to files on the driver: sorted by URL, each file once.
 
     A directory (given, or matched by a glob) stands for every file below it. Below the glob
     root, names starting with ``.`` or ``_`` are skipped, as Spark and Hive do, so that
     ``.DS_Store`` or a previous output's ``_manifest.json`` is never read as a document; a
-    file named explicitly is always taken. Raises :class:`InputError` for a pattern that
-    matches no file.
+    file named explicitly is always taken. A file reached by several paths (``d/a.jsonl``,
+    ``d/../d/a.jsonl``, ``d//a.jsonl``, a symlink, two overlapping globs) is read once, under
+    its first URL in sort order: local files are compared by their real path, others by URL
+    (on an object store ``d//a`` and ``d/../a`` name other keys). What is not a regular file
+    (FIFO, socket, device, directory behind a symlink) is kept, and the reader rejects it as
+    ``unreadable_file``, so the manifest accounts for it. Raises :class:`InputError` for a
+    pattern that matches no file, or for an ``output`` whose chunks the patterns would read.
     """
+    for url in [*patterns, output or ""]:
+        remember_credentials(url)  # libraries may echo them in shapes no URL rule catches
+    if output is not None:
+        for pattern in patterns:
+            _refuse_output_inside(pattern, output)
     found: dict[str, InputFile] = {}
+    listed = 0
     for pattern in patterns:
-        files = _expand(pattern)
+        try:
+            files = _expand(pattern)
+        except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
+            raise InputError(
+                f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
+            ) from err
         if not files:
-            raise InputError(f"input {pattern!r} matches no file")
+            raise InputError(f"input {bounded(redact_url(pattern))!r} matches no file")
+        listed += len(files)
         for file in files:
-            found.setdefault(file.url, file)
+            key = _identity(file.url)
+            if key not in found or file.url < found[key].url:
+                found[key] = file
+    if listed > len(found):
+        log.info("%d path(s) reach a file listed already: each file is read once", listed - len(found))
     return sorted(found.values(), key=lambda f: f.url)
+
+
+def _identity(url: str) -> str:
+    """What makes two paths the same file: the real path of a local file, else the URL."""
+    return url if "://" in url else os.path.realpath(url)
+
+
+def _refuse_output_inside(pattern: str, output: str) -> None:
+    """Raise InputError if ``pattern`` would read what a job writes into ``output`` (its chunk files).
+
+    A rerun would read its previous chunks back as corpus and double them. The check asks whether
+    a chunk file's path, or a folder above it (a matched folder stands for all below), matches the
+    pattern, with the same rules as the expansion: fsspec's glob syntax, ``.``/``_`` names skipped.
+    """
+    try:
+        fs_in, path_in = url_to_fs(pattern)
+        fs_out, path_out = url_to_fs(output)
+    except (ValueError, ImportError):  # an unknown protocol: the expansion or the output check says so
+        return
+    if fs_in.protocol != fs_out.protocol:
+        return
+    local = isinstance(fs_in, LocalFileSystem)
+    has_magic = glob.has_magic(path_in)
+    root = glob_root(path_in) if has_magic else path_in
+    if local:
+        real_root = os.path.realpath(root or "/")
+        path_in, root = real_root + path_in[len(root) :], real_root
+        path_out = os.path.realpath(path_out)
+    chunk_file = f"{path_out.rstrip('/')}/{PARTITION_COLUMN}=0/part-0{CHUNK_SUFFIX}"
+    if not chunk_file.startswith(root.rstrip("/") + "/"):
+        return
+    parts = chunk_file[len(root.rstrip("/")) + 1 :].split("/")
+    if any(part.startswith((".", "_")) for part in parts):
+        return
+    matches = re.compile(glob_translate(path_in)).match if has_magic else None
+    prefixes = ["/".join([root.rstrip("/"), *parts[: i + 1]]) for i in range(len(parts))]
+    if matches is None or any(matches(prefix) for prefix in prefixes):
+        raise InputError(
+            f"output {bounded(redact_url(output))!r} is inside input {bounded(redact_url(pattern))!r}:"
+            " a rerun would read its own chunks back as corpus; write the output elsewhere"
+        )
 
 
 def _expand(pattern: str) -> list[InputFile]:
@@ -59,7 +130,7 @@ def _expand(pattern: str) -> list[InputFile]:
         root, matches = glob_root(path), fs.glob(path, detail=True)
     elif fs.isdir(path):
         root, matches = path, {path: {"type": "directory"}}
-    elif fs.isfile(path):
+    elif fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path)):
         return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1])]
     else:
         return []

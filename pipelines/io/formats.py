@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import IO
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.io.context import BUFFER_BYTES, MISSING, FileContext
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
+from pipelines.redact import bounded
 from pipelines.settings import InputSettings
 
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")
@@ -28,6 +31,7 @@ PARQUET_SUFFIXES = (".parquet",)
 
 _SPOOL_BYTES = 64 << 20
 _PARQUET_BATCH_ROWS = 256
+_PARQUET_BATCH_BYTES = 32 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 Reader = Callable[[io.BufferedReader, FileContext], Iterator[SourceRecord | Reject]]
@@ -105,7 +109,7 @@ def read_text(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRec
     if binary:
         yield binary
         return
-    doc_id = ctx.file.relative_path
+    doc_id = ctx.name
     limit = 4 * ctx.settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
     data = stream.read(limit + 1)
     if not data:
@@ -120,35 +124,101 @@ def read_text(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRec
 
 
 def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
-    """Rows by record batch; only the text and id columns are read."""
+    """Rows by record batch; only the text and id columns are read, each row on its own.
+
+    String columns are read as bytes and decoded value by value, so invalid UTF-8 rejects its row
+    only. Memory is bounded before values are made: batches are sized from each row group's
+    uncompressed column sizes (a batch is a row when rows are huge), dictionary-encoded columns stay
+    encoded (one 60 MB value repeated costs 60 MB, not 60 MB a row), and a value longer than
+    ``max_document_chars`` could be is rejected as ``too_large`` from its length, never copied.
+    """
     settings = ctx.settings
-    with _seekable(stream, ctx.compression) as source:
-        parquet = pq.ParquetFile(source)
-        names = parquet.schema_arrow.names
+    with _seekable(stream, ctx) as source:
+        if source is None:
+            limit = settings.max_file_bytes
+            yield ctx.reject(0, ctx.name, "too_large", f"decompresses to over {limit} bytes (input.max_file_bytes)")
+            return
+        names = pq.ParquetFile(source).schema_arrow.names
         if settings.text_field not in names:
-            message = f"no column {settings.text_field!r} (columns: {', '.join(names)})"
-            yield ctx.reject(0, ctx.file.relative_path, "missing_text", message)
+            shown = bounded(", ".join(bounded(name, 80) for name in names))
+            yield ctx.reject(
+                0, ctx.name, "missing_text", f"no column {bounded(settings.text_field)!r} (columns: {shown})"
+            )
             return
         columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
+        parquet = pq.ParquetFile(source, read_dictionary=columns)
+        max_bytes = 4 * settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
         row = 0
         ctx.record = 1
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
-            texts = batch.column(settings.text_field).to_pylist()
-            ids = batch.column(settings.id_field).to_pylist() if len(columns) > 1 else [None] * len(texts)
-            for text, raw_id in zip(texts, ids, strict=True):
-                row += 1
-                yield ctx.from_fields(row, raw_id, text, text)
-            ctx.record = row + 1
+        for group in range(parquet.num_row_groups):
+            rows = _batch_rows(parquet.metadata.row_group(group), columns)
+            for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):
+                texts = _values(batch.column(settings.text_field), max_bytes)
+                ids = _values(batch.column(settings.id_field), max_bytes) if len(columns) > 1 else [None] * len(texts)
+                for text, raw_id in zip(texts, ids, strict=True):
+                    row += 1
+                    oversize = next((v for v in (text, raw_id) if isinstance(v, _Oversize)), None)
+                    if oversize is not None:
+                        what = "text" if oversize is text else "id"
+                        message = f"{what} of {oversize.size} bytes, over {settings.max_document_chars} characters"
+                        yield ctx.reject(row, ctx.default_id(row), "too_large", message)
+                    else:
+                        yield ctx.from_fields(row, raw_id, text, text)
+                ctx.record = row + 1
+                del texts, ids, batch  # a huge batch is not kept alive while the next is read
+
+
+@dataclass(frozen=True)
+class _Oversize:
+    """A value too long to be a document, known from its length: it is never copied out of Arrow."""
+
+    size: int
+
+
+def _batch_rows(group: pq.RowGroupMetaData, columns: list[str]) -> int:
+    """Rows a batch may hold so that it spends about ``_PARQUET_BATCH_BYTES`` (at least one row)."""
+    chunks = [group.column(i) for i in range(group.num_columns)]
+    size = sum(c.total_uncompressed_size for c in chunks if c.path_in_schema in columns)
+    per_row = size // max(1, group.num_rows) + 1
+    return max(1, min(_PARQUET_BATCH_ROWS, _PARQUET_BATCH_BYTES // per_row))
+
+
+def _values(array: pa.Array, max_bytes: int) -> list[object]:
+    """A column's Python values; strings as bytes (decoded per value), those over ``max_bytes`` as _Oversize."""
+    if pa.types.is_dictionary(array.type):
+        distinct = _values(array.dictionary, max_bytes)
+        return [None if i is None else distinct[i] for i in array.indices.to_pylist()]
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        array = array.cast(pa.large_binary())  # the same buffers, no UTF-8 check: decoded value by value
+    if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+        return array.to_pylist()
+    sizes = pc.binary_length(array).to_pylist()
+    if all(size is None or size <= max_bytes for size in sizes):
+        return array.to_pylist()
+    return [
+        None if size is None else _Oversize(size) if size > max_bytes else array[i].as_py()
+        for i, size in enumerate(sizes)
+    ]
 
 
 @contextmanager
-def _seekable(stream: io.BufferedReader, compression: str) -> Iterator[IO[bytes]]:
-    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB)."""
-    if not compression:
+def _seekable(stream: io.BufferedReader, ctx: FileContext) -> Iterator[IO[bytes] | None]:
+    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB),
+    up to ``max_file_bytes``; None when it decompresses to more (a bomb, or a file to store as is)."""
+    if not ctx.compression:
         yield stream
         return
+    limit = ctx.settings.max_file_bytes
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-        shutil.copyfileobj(stream, spool, BUFFER_BYTES)
+        copied = 0
+        while data := stream.read(min(BUFFER_BYTES, limit + 1 - copied)):
+            copied += len(data)
+            if copied > limit:
+                break
+            spool.write(data)
+        if copied > limit:
+            yield None
+            return
         spool.seek(0)
         yield spool
 

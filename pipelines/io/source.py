@@ -16,6 +16,8 @@ as unreadable because of a passing outage. Every record read comes out as exactl
 from __future__ import annotations
 
 import io
+import os
+import stat
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -46,10 +48,16 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     """
     fmt, compression = split_suffixes(file.url)
     ctx = FileContext(file, settings, compression)
+    special = _not_regular(file.url)
+    if special:
+        message = f"not a regular file: {special}"
+        yield ctx.reject(0, ctx.name, "unreadable_file", message)
+        yield FileReport(ctx.source, 0, 1, message)
+        return
     reader = reader_for(fmt, settings)
     if reader is None:
         message = f"not a corpus file type: {fmt or 'no suffix'} (input.formats can map a suffix to a format)"
-        yield ctx.reject(0, file.relative_path, "not_text", message)
+        yield ctx.reject(0, ctx.name, "not_text", message)
         yield FileReport(ctx.source, 0, 1)
         return
     emitted, error = 0, ""
@@ -64,11 +72,29 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
         except Exception as err:  # any damage in a file's content: a reject, never a crashed job
             error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
             emitted += 1
-            yield ctx.reject(ctx.record, file.relative_path, "unreadable_file", f"file unreadable: {error}")
+            yield ctx.reject(ctx.record, ctx.name, "unreadable_file", f"file unreadable: {error}")
     if emitted == 0:
         emitted = 1
-        yield ctx.reject(0, file.relative_path, "empty", "file holds no record")
+        yield ctx.reject(0, ctx.name, "empty", "file holds no record")
     yield FileReport(ctx.source, stored.bytes_read, emitted, error)
+
+
+def _not_regular(url: str) -> str | None:
+    """What a local path is when it is not a regular file (opening a FIFO would wait for ever), else None.
+
+    A missing file is None: opening it raises, as for any file gone between listing and reading.
+    """
+    if "://" in url:
+        return None  # object stores hold only objects
+    try:
+        mode = os.stat(url).st_mode
+    except FileNotFoundError:
+        return "a broken symlink" if os.path.islink(url) else None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    kinds |= {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "a special file")
 
 
 class _StorageStream(io.RawIOBase):

@@ -1,0 +1,427 @@
+"""Issue 9, bad input and secrets: hostile corpora give rejects with their reasons, never a crashed,
+hung or doubled job, and credentials never reach what zerda prints, logs or stores.
+
+Each class is tried with several shapes; runs go through the CLI (``pipelines.rechunk.main``), in
+``multi_processing`` where Beam's encoding between processes matters. Memory is measured in a
+subprocess (peak RSS), regex cost with a subprocess given a generous timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from pipelines.io.expand import InputError, InputFile, expand_inputs
+from pipelines.io.source import read_file
+from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.redact import ELLIPSIS, MESSAGE_CHARS, redact_url
+from pipelines.settings import InputSettings
+from tests.common import MULTI_PROCESS, REPO
+from tests.output_checks import read_chunks, read_manifest
+from tests.test_reliability_input import read_rejects, run_cli
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
+
+PROSE = "The river rises in the hills and runs to the sea. Farmers use its water in summer. " * 3
+
+
+def items(path: Path | str, relative: str = "a", **settings: Any) -> list[SourceRecord | Reject | FileReport]:
+    return list(read_file(InputFile(str(path), relative), InputSettings(**settings)))
+
+
+def rejects_of(found: list[Any]) -> list[tuple[int, str]]:
+    return [(r.record, r.reason) for r in found if isinstance(r, Reject)]
+
+
+def assert_arrow_can_store(found: list[Any]) -> None:
+    """Every string a record or reject carries is encodable UTF-8 (what Arrow and Beam's coders need)."""
+    for item in found:
+        for value in vars(item).values():
+            if isinstance(value, str):
+                value.encode("utf-8")
+
+
+# --- lone surrogates ----------------------------------------------------------------------
+
+
+def surrogate_corpus(root: Path) -> Path:
+    """Lone surrogates from JSON escapes in text, id, a field not read, a broken line; a file name
+    with undecodable bytes. Lines 1, 4 and 6 are good documents."""
+    root.mkdir()
+    lines = [
+        json.dumps({"id": "good-1", "text": PROSE}),
+        '{"id": "bad-text", "text": "before \\ud800 after. ' + PROSE + '"}',
+        '{"id": "bad-\\udc00-id", "text": "' + PROSE + '"}',
+        '{"id": "good-4", "other": "\\udfff", "text": "' + PROSE + '"}',
+        '{"id": "broken \\ud800", "text": ',
+        json.dumps({"text": "pair \U0001f600 is fine. " + PROSE}),
+        '{"id": 7, "text": "\\ud83d"}',
+    ]
+    (root / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / os.fsdecode(b"name-\xff.jsonl")).write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    return root
+
+
+def test_lone_surrogates_are_invalid_utf8_rejects_through_the_cli_in_multi_processing(tmp_path: Path) -> None:
+    corpus, output = surrogate_corpus(tmp_path / "corpus"), tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output), *MULTI_PROCESS])
+    assert code == 0, log[-3000:]
+    rejects = sorted((r["record"], r["reason"]) for r in read_rejects(output))
+    assert rejects == [(2, "invalid_utf8"), (3, "invalid_utf8"), (5, "invalid_json"), (7, "invalid_utf8")]
+    chunks = read_chunks(output).to_pylist()
+    assert {(Path(c["source"]).name, c["record"]) for c in chunks} == {
+        ("a.jsonl", 1),
+        ("a.jsonl", 4),
+        ("a.jsonl", 6),
+        ("name-\\udcff.jsonl", 1),  # the undecodable byte spelled as an escape, encodable
+    }
+    counts = read_manifest(output)["counts"]
+    assert (counts["records_read"], counts["documents_chunked"]) == (8, 4)
+
+
+def test_lone_surrogates_are_replaced_when_encoding_errors_is_replace(tmp_path: Path) -> None:
+    found = items(surrogate_corpus(tmp_path / "c") / "a.jsonl", encoding_errors="replace")
+    texts = {r.doc_id: r.text for r in found if isinstance(r, SourceRecord)}
+    assert texts["bad-text"].startswith("before \ufffd after.")
+    assert "bad-\ufffd-id" in texts
+    assert_arrow_can_store(found)
+
+
+# --- invalid UTF-8 in Parquet -------------------------------------------------------------
+
+
+def string_column(values: list[bytes | None], large: bool = False) -> pa.Array:
+    """A string column holding whatever bytes are given (Arrow does not check them here)."""
+    offsets, data, valid = [0], b"", []
+    for value in values:
+        data += value or b""
+        offsets.append(len(data))
+        valid.append(value is not None)
+    kind, offset_type = (pa.large_string(), "int64") if large else (pa.string(), "int32")
+    mask = pa.array(valid).buffers()[1]
+    return pa.Array.from_buffers(
+        kind,
+        len(values),
+        [mask, pa.py_buffer(pa.array(offsets, offset_type).buffers()[1]), pa.py_buffer(data)],
+    )
+
+
+@pytest.mark.parametrize("layout", ["plain", "dictionary", "large_string", "small-batches"])
+def test_invalid_utf8_in_a_parquet_row_rejects_that_row_only(layout: str, tmp_path: Path) -> None:
+    texts = [f"{PROSE} number {i}.".encode() for i in range(600)]
+    texts[2] = b"bad \xff\xfe byte " + PROSE.encode()
+    texts[300] = PROSE.encode()[:40] + b"\xc3"  # a cut multibyte character
+    ids = [f"id-{i}".encode() for i in range(600)]
+    ids[450] = b"id-\xed\xa0\x80"  # an encoded surrogate: invalid UTF-8
+    table = pa.table({"id": string_column(ids), "text": string_column(texts, large=layout == "large_string")})
+    path = tmp_path / "a.parquet"
+    pq.write_table(
+        table, path, use_dictionary=layout == "dictionary", row_group_size=50 if layout == "small-batches" else 10_000
+    )
+    found = items(path)
+    assert rejects_of(found) == [(3, "invalid_utf8"), (301, "invalid_utf8"), (451, "invalid_utf8")]
+    records = [r for r in found if isinstance(r, SourceRecord)]
+    assert len(records) == 597 and records[-1].record == 600 and records[-1].doc_id == "id-599"
+    assert found[-1] == FileReport(str(path), found[-1].bytes_read, 600, "")
+    assert_arrow_can_store(found)
+
+
+# --- files that are not regular files -----------------------------------------------------
+
+
+def special_corpus(root: Path) -> dict[str, str]:
+    """A good file beside every kind of non-regular entry a glob can match; name -> expected kind."""
+    (root / "real").mkdir(parents=True)
+    corpus = root / "d"
+    corpus.mkdir()
+    (corpus / "good.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    (root / "real" / "inner.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    os.mkfifo(corpus / "fifo.jsonl")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(corpus / "sock.jsonl"))
+    sock.close()
+    (corpus / "dir.jsonl").symlink_to(root / "real")
+    (corpus / "null.jsonl").symlink_to("/dev/null")
+    (corpus / "gone.jsonl").symlink_to(root / "nothing-here")
+    return {
+        "fifo.jsonl": "a FIFO",
+        "sock.jsonl": "a socket",
+        "dir.jsonl": "a directory",
+        "null.jsonl": "a character device",
+        "gone.jsonl": "a broken symlink",
+    }
+
+
+@pytest.mark.parametrize("pattern", ["d/*.jsonl", "d", "d/**"])
+def test_non_regular_files_are_unreadable_file_rejects_and_never_hang(pattern: str, tmp_path: Path) -> None:
+    expected = special_corpus(tmp_path)
+    output = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "pipelines.rechunk", "--input", str(tmp_path / pattern), "--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a FIFO read would wait for ever
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rejects = {Path(r["source"]).name: r for r in read_rejects(output)}
+    assert {name: r["message"] for name, r in rejects.items()} == {
+        name: f"not a regular file: {kind}" for name, kind in expected.items()
+    }
+    assert {r["reason"] for r in rejects.values()} == {"unreadable_file"}
+    manifest = read_manifest(output)
+    errors = {Path(i["source"]).name: i["error"] for i in manifest["inputs"]}
+    assert errors == {"good.jsonl": "", **{name: f"not a regular file: {kind}" for name, kind in expected.items()}}
+    assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (6, 1)
+
+
+# --- one file reached by several paths ----------------------------------------------------
+
+
+def test_a_file_reached_by_several_paths_is_read_once(tmp_path: Path) -> None:
+    corpus = tmp_path / "d"
+    corpus.mkdir()
+    (corpus / "a.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    (corpus / "link.jsonl").symlink_to(corpus / "a.jsonl")
+    (tmp_path / "alias").symlink_to(corpus)
+    patterns = [
+        f"{corpus}/a.jsonl",
+        f"{corpus}/../d/a.jsonl",
+        f"{corpus}//a.jsonl",
+        f"{corpus}/*.jsonl",
+        f"{tmp_path}/*/a.jsonl",
+        f"{tmp_path}/alias",
+        str(corpus),
+    ]
+    files = expand_inputs(patterns)
+    assert [f.url for f in files] == [f"{tmp_path}/alias/a.jsonl"]  # the first URL in sort order
+    output = tmp_path / "out"
+    code, log = run_cli([arg for p in patterns for arg in ("--input", p)] + ["--output", str(output)])
+    assert code == 0, log[-3000:]
+    manifest = read_manifest(output)
+    assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (1, 1)
+    assert "path(s) reach a file listed already" in log
+
+
+# --- an output the input would read back --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "output"),
+    [
+        ("d", "d/out"),
+        ("d", "d"),
+        ("d/**", "d/out"),
+        ("d/*", "d/runs/out"),
+        ("alias", "d/out"),
+        ("d/**/*.parquet", "d/o"),
+    ],
+)
+def test_an_output_inside_an_input_tree_is_refused(pattern: str, output: str, tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    (tmp_path / "alias").symlink_to(tmp_path / "d")
+    code, log = run_cli(["--input", str(tmp_path / pattern), "--output", str(tmp_path / output)])
+    assert code == 2
+    assert "is inside input" in log and "would read its own chunks back" in log
+    assert not (tmp_path / output / "_manifest.json").exists()
+
+
+@pytest.mark.parametrize(("pattern", "output"), [("d/*.jsonl", "d/out"), ("d", "d/_out"), ("d/**/*.jsonl", "d/out")])
+def test_an_output_beside_the_input_is_not_read_back_by_a_rerun(pattern: str, output: str, tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    argv = ["--input", str(tmp_path / pattern), "--output", str(tmp_path / output)]
+    rows = []
+    for _ in range(2):
+        code, log = run_cli(argv)
+        assert code == 0, log[-3000:]
+        rows.append(read_chunks(tmp_path / output).num_rows)
+        assert read_manifest(tmp_path / output)["counts"]["files_read"] == 1
+    assert rows[0] == rows[1] > 0
+
+
+# --- resource bombs -----------------------------------------------------------------------
+
+
+def test_a_compressed_parquet_expanding_past_max_file_bytes_is_too_large(tmp_path: Path) -> None:
+    table = pa.table({"text": [PROSE * 40] * 2000})  # ~40 MB of Parquet before zstd of the file
+    raw = tmp_path / "raw.parquet"
+    pq.write_table(table, raw, compression="none", use_dictionary=False)
+    path = tmp_path / "a.parquet.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(raw.read_bytes()))
+    assert path.stat().st_size < 1_000_000 < raw.stat().st_size
+    found = items(path, max_file_bytes=1_000_000)
+    assert rejects_of(found) == [(0, "too_large")]
+    assert "decompresses to over 1000000 bytes (input.max_file_bytes)" in found[0].message  # type: ignore[union-attr]
+    assert len(items(path)) == 2001  # under the default bound every row is read
+
+
+_BOMB = """
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+
+path, layout, rows, value_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+value = pa.array(["a" * value_bytes])
+if layout == "dictionary":  # one dictionary page holds the value, RLE indices repeat it
+    column = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), value)
+    pq.write_table(pa.table({"text": column}), path, compression="zstd", dictionary_pagesize_limit=1 << 30)
+else:
+    column = pa.chunked_array([value] * rows)
+    pq.write_table(pa.table({"text": column}), path, compression="zstd", use_dictionary=False)
+""".strip()
+
+_READ = """
+import resource, sys
+from collections import Counter
+from pipelines.io.expand import InputFile
+from pipelines.io.source import read_file
+from pipelines.settings import InputSettings
+baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+found = read_file(InputFile(sys.argv[1], "a.parquet"), InputSettings(max_document_chars=1_000_000))
+reasons = Counter(getattr(i, "reason", type(i).__name__) for i in found)
+print(dict(reasons), baseline * 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+""".strip()
+
+
+@pytest.mark.parametrize("layout", ["dictionary", "plain"])
+def test_a_small_parquet_of_huge_rows_stays_in_bounded_memory(layout: str, tmp_path: Path) -> None:
+    """20 rows of 60 MB each in a file of a few KB: before the fix, 1.5-3.4 GB; now a few times one value."""
+    path, rows, value_bytes = tmp_path / "bomb.parquet", 20, 60 << 20
+    subprocess.run(
+        [sys.executable, "-c", _BOMB, str(path), layout, str(rows), str(value_bytes)], check=True, timeout=300
+    )
+    assert path.stat().st_size < 100_000
+    run = subprocess.run(
+        [sys.executable, "-c", _READ, str(path)], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    reasons, baseline, peak = run.stdout.rsplit(" ", 2)
+    assert reasons == "{'too_large': 20, 'FileReport': 1}"
+    assert int(peak) - int(baseline) < 8 * value_bytes  # all 20 rows at once would be 40 x the value
+
+
+# --- untrusted strings in messages --------------------------------------------------------
+
+_ADVERSARIAL = """
+import sys
+from pipelines.redact import redact_url
+n = 200_000
+cases = ["a" * n, "a://" * (n // 4), ":" + "/" * n, "s3://" + "a" * n, "x:" * (n // 2), "Credential=" * (n // 11),
+         "token=" * (n // 6), "security-token: " * (n // 16), "a" * n + "://" + "b" * n, ("https://u:p@h/" * (n // 14))]
+for case in cases:
+    redact_url(case)
+print("done", len(cases))
+""".strip()
+
+
+def test_redaction_runs_in_linear_time_on_200k_adversarial_strings() -> None:
+    """The old pattern took minutes on the first of these (quadratic backtracking); the timeout is generous."""
+    run = subprocess.run([sys.executable, "-c", _ADVERSARIAL], capture_output=True, text=True, cwd=REPO, timeout=20)
+    assert run.stdout.strip() == "done 10", run.stderr[-2000:]
+
+
+def test_messages_echoing_input_are_bounded(tmp_path: Path) -> None:
+    name = "c" * 200_000
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({name: ["x"], "other" * 1000: ["y"]}), path)
+    found = items(path)
+    reject = found[0]
+    assert isinstance(reject, Reject) and reject.reason == "missing_text"
+    assert len(reject.message) <= MESSAGE_CHARS and f"ccc{ELLIPSIS}, otherother" in reject.message
+    line = tmp_path / "b.jsonl"
+    line.write_text(json.dumps({"text": 5, "id": "i" * 100_000}) + "\n", encoding="utf-8")
+    assert all(len(r.message) <= MESSAGE_CHARS for r in items(line) if isinstance(r, Reject))
+
+
+def test_missing_input_message_is_bounded(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        expand_inputs([str(tmp_path / ("n" * 5000))])
+    assert len(str(info.value)) < MESSAGE_CHARS + 40
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+KEY_ID = "AKIAZERDAKEYID000042"
+SECRET_KEY = "zerdaSecretAccessKey/0123456789abcdefXYZ"
+SESSION_TOKEN = "FwoGZXIvYXdzEZerdaSessionToken0123456789+abc/def=="
+URL_USER, URL_PASSWORD = "urluserZ9", "urlPassw0rd-9f3"
+
+
+def test_redaction_of_every_url_and_header_form() -> None:
+    assert redact_url(f"s3://{URL_USER}:{URL_PASSWORD}@bucket/k@1") == "s3://bucket/k@1"
+    assert redact_url(f"https://{URL_USER}:{URL_PASSWORD}@host:8/a") == "https://host:8/a"
+    assert redact_url(f"file:///{URL_USER}:{URL_PASSWORD}@x") == "file:///x"
+    header = f"Authorization: AWS4-HMAC-SHA256 Credential={KEY_ID}/20261203/us-east-1/s3/aws4_request, Signature=abc123"
+    assert KEY_ID not in redact_url(header) and "abc123" not in redact_url(header)
+    assert SESSION_TOKEN not in redact_url(f"{{'X-Amz-Security-Token': b'{SESSION_TOKEN}'}}")
+    assert SESSION_TOKEN not in redact_url(f"?X-Amz-Security-Token={SESSION_TOKEN}&a=b")
+
+
+@pytest.fixture
+def s3_corpus(s3_env: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    bucket = s3_env.new_bucket()
+    fs = s3_env.filesystem()
+    fs.pipe(f"{bucket}/corpus/a.jsonl", (json.dumps({"text": PROSE}) + "\n{broken\n").encode())
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", SESSION_TOKEN)
+    yield bucket
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in (KEY_ID, SECRET_KEY, SESSION_TOKEN, URL_PASSWORD, URL_USER):
+        assert secret not in text, (
+            f"{secret} leaked: ...{text[max(0, text.find(secret) - 300) : text.find(secret) + 100]}"
+        )
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_storage_credentials_stay_out_of_verbose_logs_of_launcher_and_workers(
+    mode: str, s3_corpus: str, tmp_path: Path
+) -> None:
+    output = f"s3://{s3_corpus}/out-{mode}"
+    argv = ["--input", f"s3://{s3_corpus}/corpus/*.jsonl", "--output", output, "--verbose"]
+    argv += MULTI_PROCESS if mode == "multi_processing" else []
+    run = subprocess.run(
+        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    logged = run.stdout + run.stderr
+    assert "botocore" in logged and len(logged) > 10_000  # the debug logs were there to leak
+    assert_no_secret(logged)
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    stored = "".join(fs.cat(p).decode("utf-8", "replace") for p in fs.find(output) if p.endswith((".json",)))
+    stored += json.dumps(pq.read_table(f"{output.removeprefix('s3://')}/_rejects", filesystem=fs).to_pylist())
+    assert_no_secret(stored)
+
+
+@pytest.mark.parametrize("where", ["input", "output"])
+def test_url_credentials_echoed_as_a_bucket_name_are_redacted(where: str, s3_corpus: str, tmp_path: Path) -> None:
+    """s3fs takes ``user:password@bucket`` for a bucket name and echoes it in its errors."""
+    secret_url = f"s3://{URL_USER}:{URL_PASSWORD}@{s3_corpus}"
+    good_in, good_out = f"s3://{s3_corpus}/corpus/*.jsonl", str(tmp_path / "out")
+    argv = ["--input", f"{secret_url}/corpus/*.jsonl" if where == "input" else good_in]
+    argv += ["--output", f"{secret_url}/out" if where == "output" else good_out, "--verbose"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    if where == "input":  # an input that cannot be listed is a usage error: exit 2, one line
+        assert run.returncode == 2 and "cannot be listed: ParamValidationError" in run.stderr, run.stderr[-2000:]
+    assert_no_secret(run.stdout + run.stderr)
