@@ -1,0 +1,149 @@
+"""zerda on a real Apache Flink cluster (tests/flink_cluster.py): Beam's FlinkRunner and Flink job server.
+
+A JobManager and two TaskManagers run as ``java`` processes on 127.0.0.1; the SDK workers are the
+submitting process (``LOOPBACK``). Each output must equal the DirectRunner's row for row; a TaskManager
+lost in the middle of the job is recovered by Flink's restart strategy without a lost or doubled chunk;
+a job that cannot finish leaves no ``_SUCCESS``. Select them with ``-m flink`` (or skip with
+``-m 'not flink'``); the first run downloads Flink and the job server into ``.cache/``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apache_beam.runners.portability.flink_runner import FlinkRunner
+
+from pipelines.rechunk import run
+from tests.flink_cluster import FlinkCluster, flink  # noqa: F401
+from tests.test_portable import assert_same_output, corpus, dataset, direct, run_to  # noqa: F401
+
+pytestmark = pytest.mark.flink
+
+
+@pytest.fixture(autouse=True)
+def _stop_job_servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Stop each Flink job server (a JVM) when its test ends: Beam keeps them all up until the process exits."""
+    started: list[Any] = []
+    real = FlinkRunner.default_job_server
+
+    def keep(self: FlinkRunner, options: Any) -> Any:
+        started.append(real(self, options))
+        return started[-1]
+
+    monkeypatch.setattr(FlinkRunner, "default_job_server", keep)
+    yield
+    for server in started:
+        server.stop()
+
+
+def test_sample_corpus_on_flink_equals_the_direct_runner(flink: FlinkCluster, tmp_path: Path) -> None:  # noqa: F811
+    """The bundled sample corpus (no --input), as a new user's first run, on Flink and on the DirectRunner."""
+    known = _job_ids(flink)
+    on_flink = run(["--output", str(tmp_path / "flink"), "--quiet", *flink.beam_args()])
+    on_direct = run(["--output", str(tmp_path / "direct"), "--quiet", "--runner=DirectRunner"])
+    assert (tmp_path / "flink" / "_SUCCESS").exists()
+    assert on_flink["counts"] == on_direct["counts"]
+    assert on_flink["counts"]["chunks"] > 100
+    assert dataset(tmp_path / "flink") == dataset(tmp_path / "direct")
+    new_jobs = [job["state"] for job in flink.rest("/jobs/overview")["jobs"] if job["jid"] not in known]
+    assert new_jobs == ["FINISHED"], "the job ran on the cluster, not in this process"
+
+
+def test_mixed_corpus_on_flink_equals_the_direct_runner(
+    flink: FlinkCluster,  # noqa: F811
+    corpus: list[str],  # noqa: F811
+    direct: tuple[Path, dict[str, Any]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Text, Markdown, SQL and gzipped JSONL with a bad line: every row, reject and count as on the DirectRunner."""
+    output = tmp_path / "out"
+    manifest = run_to(output, corpus, *flink.beam_args())
+    assert_same_output(output, manifest, direct)
+
+
+def test_taskmanager_killed_mid_job_is_recovered_exactly_once(
+    flink: FlinkCluster,  # noqa: F811
+    corpus: list[str],  # noqa: F811
+    direct: tuple[Path, dict[str, Any]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """SIGKILL a TaskManager running the job's tasks: the restart strategy reruns them on the other one."""
+    output = tmp_path / "out"
+    with _killing_taskmanagers(flink, every=False) as jobs:
+        manifest = run_to(output, corpus, *flink.beam_args())
+    assert jobs, "a TaskManager was killed while the job ran"
+    history = flink.rest(f"/jobs/{jobs[0]}/exceptions")["exceptionHistory"]["entries"]
+    assert history, "Flink saw the lost TaskManager and restarted the job's tasks"
+    assert flink.rest(f"/jobs/{jobs[0]}")["state"] == "FINISHED"
+    assert_same_output(output, manifest, direct)
+    chunk_ids = [row["chunk_id"] for row in dataset(output)[0]]
+    assert len(chunk_ids) == len(set(chunk_ids)) == manifest["counts"]["chunks"]
+
+
+def test_job_that_cannot_finish_leaves_no_success(
+    flink: FlinkCluster,  # noqa: F811
+    corpus: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Every TaskManager killed mid-job: the restarts find no slot, the job fails, and OUTPUT is not committed."""
+    output = tmp_path / "out"
+    with _killing_taskmanagers(flink, every=True) as jobs, pytest.raises(RuntimeError, match="FAILED"):
+        run_to(output, corpus, *flink.beam_args())
+    assert jobs, "the TaskManagers were killed while the job ran"
+    assert flink.rest(f"/jobs/{jobs[0]}")["state"] == "FAILED"
+    assert not (output / "_SUCCESS").exists()
+
+
+@contextmanager
+def _killing_taskmanagers(flink: FlinkCluster, every: bool) -> Iterator[list[str]]:  # noqa: F811
+    """While the body runs a job: once a task of a new job runs, SIGKILL its TaskManager (or ``every`` one).
+
+    Yields a list that gets the job's id; afterwards the cluster has its TaskManagers again.
+    """
+    known = _job_ids(flink)
+    jobs: list[str] = []
+
+    def kill() -> None:
+        job, taskmanager = _running_task(flink, known)
+        jobs.append(job)
+        for process in list(flink.taskmanagers.values()) if every else [taskmanager]:
+            flink.kill_taskmanager(process)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    try:
+        yield jobs
+    finally:
+        killer.join(timeout=300)
+        flink.start_taskmanagers()
+
+
+def _job_ids(flink: FlinkCluster) -> set[str]:  # noqa: F811
+    return {job["jid"] for job in flink.rest("/jobs/overview")["jobs"]}
+
+
+def _running_task(flink: FlinkCluster, known: set[str]) -> tuple[str, Any]:  # noqa: F811
+    """Wait for a new job with a running task; return its id and the TaskManager process running that task."""
+    found: list[tuple[str, Any]] = []
+
+    def running() -> bool:
+        for job in flink.rest("/jobs/overview")["jobs"]:
+            if job["jid"] in known or job["state"] != "RUNNING":
+                continue
+            for vertex in flink.rest(f"/jobs/{job['jid']}")["vertices"]:
+                where = flink.rest(f"/jobs/{job['jid']}/vertices/{vertex['id']}/taskmanagers")["taskmanagers"]
+                for place in where:
+                    if place["status"] == "RUNNING":
+                        process = flink.taskmanager(place["taskmanager-id"])
+                        if process is not None:
+                            found.append((job["jid"], process))
+                            return True
+        return False
+
+    flink.wait(running, "running task of a new job", timeout=240)
+    return found[0]
