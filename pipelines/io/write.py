@@ -16,8 +16,9 @@ Wiring (the rechunk entry point)::
    committed element ever names them.
 2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
    remove ``_SUCCESS`` and the previous run's dataset, move the named files to
-   ``OUTPUT/density_bucket=K/part-NNNNN.parquet`` and ``OUTPUT/_rejects/part-NNNNN.pq`` (numbered in
-   sorted order), delete ``_staging/`` whole (leftovers of killed runs and retried bundles included),
+   ``OUTPUT/density_bucket=K/part-NNNNN.parquet``, ``OUTPUT/_rejects/part-NNNNN.pq`` (and ``_index/``,
+   ``_changes/``; numbered in sorted order), re-read every committed footer against the manifest's counts,
+   delete this run's ``_staging/<run_id>`` (retried bundles' leftovers included; never another run's),
    write ``_manifest.json``, then ``_SUCCESS``. A rerun replaces OUTPUT whole, whatever the number of
    files before; a commit retried after a crash halfway finishes the job instead of losing files.
 
@@ -29,8 +30,9 @@ Reject files end in ``.pq``: with ``.parquet`` the documented read of the datase
 and fail on their partition-less path. Read them with ``read_parquet('OUTPUT/_rejects/*')``.
 
 Paths are fsspec URLs (local, ``s3://``, ``gs://``, ``memory://`` in tests); credentials come from the
-environment. Directory names are built only from our own bucket numbers, never from input text. Two
-runs writing into the same OUTPUT at the same time are not supported. Batch (global window) only.
+environment. Directory names are built only from our own bucket numbers, never from input text. One run
+at a time holds OUTPUT (``pipelines.io.lease``); the commit checks that lease and takes only files whose
+footer names the path this run staged them as. Batch (global window) only.
 """
 
 from __future__ import annotations
