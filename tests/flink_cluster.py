@@ -5,7 +5,8 @@ Import the fixture into a test module (``from tests.flink_cluster import flink  
 - ``flink`` (session): a JobManager and two TaskManagers, each a ``java`` process in its own process
   group, configured by a ``config.yaml`` written into a temporary directory (every address 127.0.0.1,
   free ports, a fixed-delay restart strategy, short heartbeats so a killed TaskManager is noticed in
-  seconds). Yields a :class:`FlinkCluster`; at the end every process group is killed.
+  seconds), and Beam's Python worker pool in a process of its own, where the pipelines' SDK harnesses
+  run (``EXTERNAL``). Yields a :class:`FlinkCluster`; at the end every process group is killed.
 
 What runs, and where it comes from (downloaded once, then cached under ``.cache/`` in the repository):
 
@@ -40,6 +41,7 @@ from typing import Any
 import pytest
 
 from tests.common import REPO
+from tests.test_portable import _WORKER_POOL, _wait_for
 
 FLINK_VERSION = "1.19.3"
 BEAM_JOB_SERVER_VERSION = "2.62.0"
@@ -178,6 +180,9 @@ class FlinkCluster:
         self.logs.mkdir()
         self.jobmanager = self._java("jobmanager", f"{_RUNTIME}.entrypoint.StandaloneSessionClusterEntrypoint")
         self.taskmanagers: dict[str, subprocess.Popen[bytes]] = {}
+        self.worker_pool: subprocess.Popen[bytes] | None = None
+        self.worker_pool_address = ""
+        self.worker_pool_log = self.logs / "worker_pool.log"
 
     @property
     def master(self) -> str:
@@ -185,17 +190,42 @@ class FlinkCluster:
         return f"127.0.0.1:{self.rest_port}"
 
     def beam_args(self, *extra: str) -> list[str]:
-        """Beam options that run a pipeline on this cluster, SDK workers in the submitting process."""
+        """Beam options that run a pipeline on this cluster, SDK harnesses in the worker pool process."""
         return [
             "--runner=FlinkRunner",
             f"--flink_master={self.master}",
             f"--flink_job_server_jar={self.job_server_jar}",
-            "--environment_type=LOOPBACK",
+            "--environment_type=EXTERNAL",
+            f"--environment_config={self.worker_pool_address}",
             # One TaskManager's slots: spread over both (evenly-spread-out-slots), and when one is lost the
             # other alone can run the restarted tasks. At 4 the restart waits for slots that never come.
             f"--parallelism={SLOTS}",
             *extra,
         ]
+
+    def start_worker_pool(self) -> None:
+        """Beam's Python worker pool, its own process group, up for the whole session.
+
+        Not ``LOOPBACK``: there the SDK harnesses live in the submitting process and close when it sees the
+        job end, racing Flink's own end of the tasks; under load Flink took the closed connection ("SDK
+        harness closed connection") for a failure and marked a job whose output was committed FAILED.
+        """
+        env = {**os.environ, "PYTHONPATH": str(REPO)}  # the harnesses unpickle DoFns from pipelines.*
+        with self.worker_pool_log.open("wb") as out:
+            self.worker_pool = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_POOL],
+                cwd=self.workdir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        log = self.worker_pool_log
+        self.worker_pool_address = _wait_for(
+            lambda: next((ln for ln in log.read_text().splitlines() if ln.startswith("localhost:")), ""),
+            self.worker_pool,
+            log,
+        )
 
     def _java(self, name: str, main: str, *args: str, heap: str = "384m") -> subprocess.Popen[bytes]:
         log = self.logs / f"{name}.log"
@@ -261,7 +291,8 @@ class FlinkCluster:
         pytest.fail(f"Flink: no {what} after {timeout:.0f}s\n{logs}")
 
     def stop(self) -> None:
-        for process in [*self.taskmanagers.values(), self.jobmanager]:
+        pool = [self.worker_pool] if self.worker_pool is not None else []
+        for process in [*self.taskmanagers.values(), self.jobmanager, *pool]:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -271,6 +302,7 @@ class FlinkCluster:
 def flink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkCluster]:
     cluster = FlinkCluster(tmp_path_factory.mktemp("flink"))
     try:
+        cluster.start_worker_pool()
         cluster.start_taskmanagers()
         yield cluster
     finally:

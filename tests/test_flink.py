@@ -1,10 +1,10 @@
 """zerda on a real Apache Flink cluster (tests/flink_cluster.py): Beam's FlinkRunner and Flink job server.
 
-A JobManager and two TaskManagers run as ``java`` processes on 127.0.0.1; the SDK workers are the
-submitting process (``LOOPBACK``). Each output must equal the DirectRunner's row for row; a TaskManager
-lost in the middle of the job is recovered by Flink's restart strategy without a lost or doubled chunk;
-a job that cannot finish leaves no ``_SUCCESS``. Select them with ``-m flink`` (or skip with
-``-m 'not flink'``); the first run downloads Flink and the job server into ``.cache/``.
+A JobManager and two TaskManagers run as ``java`` processes on 127.0.0.1; the SDK harnesses run in a
+Beam worker pool process of the fixture's (``EXTERNAL``). Each output must equal the DirectRunner's
+row for row; a TaskManager lost in the middle of the job is recovered by Flink's restart strategy
+without a lost or doubled chunk; a job that cannot finish leaves no ``_SUCCESS``. Select them with
+``-m flink`` (or skip with ``-m 'not flink'``); the first run downloads Flink and the job server into ``.cache/``.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def test_sample_corpus_on_flink_equals_the_direct_runner(flink: FlinkCluster, tm
     assert dataset(tmp_path / "flink") == dataset(tmp_path / "direct")
     new_jobs = [job["state"] for job in flink.rest("/jobs/overview")["jobs"] if job["jid"] not in known]
     assert new_jobs == ["FINISHED"], "the job ran on the cluster, not in this process"
+    assert "Control channel established" in flink.worker_pool_log.read_text(), "the SDK harness ran in the pool"
 
 
 def test_mixed_corpus_on_flink_equals_the_direct_runner(
