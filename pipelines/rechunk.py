@@ -31,6 +31,7 @@ import apache_beam as beam
 import fsspec
 import psutil
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
+from apache_beam.runners.direct.direct_runner import DirectRunner
 
 from pipelines.chunking import ChunkDocuments
 from pipelines.errors import OutputError, UsageError
@@ -170,7 +171,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
-        _interruptible(lambda: pipeline.run().wait_until_finish())
+        _interruptible(lambda: pipeline.run().wait_until_finish(), local=isinstance(runner, DirectRunner))
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
@@ -195,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _interruptible(work: Callable[[], object]) -> None:
+def _interruptible(work: Callable[[], object], local: bool) -> None:
     """Run ``work`` so that Ctrl-C reaches the launcher only: it kills the workers, then raises KeyboardInterrupt.
+
+    Only for a ``local`` runner (the DirectRunner, whose worker processes share the terminal). Other runners
+    run ``work`` on the main thread as it is: their workers are elsewhere, and a portable runner's job
+    server installs its own SIGINT handler, which Python allows on the main thread only.
 
     Ctrl-C signals the terminal's whole process group, and each Beam worker process would print its own
     traceback. So while ``work`` runs (in a thread), SIGINT is ignored and blocked: worker processes
@@ -204,7 +209,7 @@ def _interruptible(work: Callable[[], object]) -> None:
     while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
     is ignored).
     """
-    if threading.current_thread() is not threading.main_thread():
+    if not local or threading.current_thread() is not threading.main_thread():
         work()
         return
     failure: list[BaseException] = []
