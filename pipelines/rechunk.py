@@ -163,11 +163,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     pipeline = new_pipeline(_worker_logging(options, args.quiet, args.verbose), runner)
     settings = load_settings(args.config)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
-    previous = read_previous(args.output, settings.fingerprint, args.incremental or settings.output.incremental)
-    log.info("%s", previous.reason)
     prepare_output(args.output)
     run_id = new_run_id()
-    with hold_output(args.output, run_id):
+    with hold_output(args.output, run_id):  # the previous output is read under the lease: no run can change it
+        incremental = args.incremental or settings.output.incremental
+        previous = read_previous(args.output, settings.fingerprint, incremental)
+        if incremental:
+            log.info("%s", previous.reason)
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)

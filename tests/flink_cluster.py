@@ -49,7 +49,7 @@ CACHE = REPO / ".cache"
 START_TIMEOUT = 120.0
 TASK_MANAGERS = 2
 SLOTS = 2
-RESTART_ATTEMPTS = 3
+RESTART_ATTEMPTS = 5
 _RUNTIME = "org.apache.flink.runtime"
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -197,6 +197,10 @@ class FlinkCluster:
             f"--flink_job_server_jar={self.job_server_jar}",
             "--environment_type=EXTERNAL",
             f"--environment_config={self.worker_pool_address}",
+            # Keep a task's SDK environment for a minute after its last bundle: with 0 (Beam's default) a task
+            # finishing closes the environment while the next task on that slot is taking it up, and under
+            # load Flink failed such tasks with "SDK harness closed connection" (seen in CI).
+            "--environment_cache_millis=60000",
             # One TaskManager's slots: spread over both (evenly-spread-out-slots), and when one is lost the
             # other alone can run the restarted tasks. At 4 the restart waits for slots that never come.
             f"--parallelism={SLOTS}",

@@ -266,7 +266,7 @@ def test_partition_directories_come_only_from_bucket_numbers(bad_run: CorpusRun)
         assert path.resolve().is_relative_to(output.resolve()), path
     top = {p.name for p in output.iterdir()}
     buckets = {name for name in top if name.startswith("density_bucket=")}
-    assert top == {"_SUCCESS", "_manifest.json", "_rejects"} | buckets
+    assert top == {"_SUCCESS", "_manifest.json", "_rejects", "_index", "_changes"} | buckets
     assert buckets and buckets <= {f"density_bucket={k}" for k in range(10)}
     for bucket in buckets:
         assert all(p.is_file() and p.suffix == ".parquet" for p in (output / bucket).iterdir())
@@ -427,7 +427,7 @@ def assert_refused(argv: list[str], output: Path, words: list[str], capsys: pyte
         ("input:\n  encoding_errors: ignore\n", ["input.encoding_errors", "'strict', 'replace'"]),
         ("output:\n  compression: rar\n", ["output.compression"]),
         ("chunking: 512\n", ["chunking must be a mapping"]),
-        ("- chunking\n- input\n", ["settings must be a mapping"]),
+        ("- chunking\n- input\n", ["must be a mapping"]),
         ("chunking:\n  base_size: -512\n", ["chunking.base_size", "-512"]),
         ("chunking:\n  min_size: 0\n", ["chunking.min_size", "positive integer"]),
         ("chunking:\n  min_chunk_size: -1\n", ["chunking.min_chunk_size", ">= 0"]),
@@ -466,7 +466,7 @@ def test_unreadable_config_exits_2(kind: str, tmp_path: Path, capsys: pytest.Cap
         words = ["cannot read config"]
     elif kind == "invalid-utf8":
         config.write_bytes(b"chunking:\n  language: caf\xe9\n")
-        words = ["not valid YAML"]
+        words = ["is not UTF-8 text"]
     else:
         if os.geteuid() == 0:
             assert_refused_unprivileged(REPO / "tests/data", ["cannot read config"])
