@@ -181,7 +181,7 @@ def _commit_with_missing_staging(out: Path, table: object) -> None:
     fs_root = str(out)
     staged = StagedFile("density_bucket=4", f"_staging/{new_run_id()}/density_bucket=4/part-gone.parquet", 1)
     commit = write_module._Commit(fs_root)
-    list(commit.process(None, [staged], [], read_manifest(out)))
+    list(commit.process(None, [staged], [], read_manifest(out), []))
 
 
 # --- the lease: one run at a time, dead runs do not block --------------------------------------
@@ -227,6 +227,18 @@ def test_a_dead_runs_lease_and_staging_do_not_block_the_next_run(lease: dict, fi
     assert not leftover.exists() and young.exists()
     assert not (finished / LEASE_FILE).exists()  # released at the end
     assert (finished / "_SUCCESS").exists()
+
+
+def test_a_lease_that_cannot_be_read_is_not_broken(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A storage error reading the lease (here: a directory in its place) is no proof its run is dead."""
+    (finished / LEASE_FILE).mkdir()
+    (finished / LEASE_FILE / "keep").write_text("another run's", encoding="utf-8")
+    before = _snapshot(finished)
+    capsys.readouterr()
+    assert main(["--output", str(finished), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"zerda: error: cannot take the lease of output {finished}: IsADirectoryError"), err
+    assert _snapshot(finished) == before and (finished / LEASE_FILE / "keep").exists()
 
 
 def test_a_failed_run_removes_its_staging_and_lease(tmp_path: Path) -> None:

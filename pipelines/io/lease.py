@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -27,6 +28,8 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from pipelines.errors import OutputError
+
+log = logging.getLogger("zerda")
 
 LEASE_FILE = "_lease.json"
 HEARTBEAT_SECONDS = 15.0
@@ -39,12 +42,16 @@ def _now() -> float:
 
 
 def read_holder(fs: AbstractFileSystem, root: str) -> dict[str, Any] | None:
-    """The lease in OUTPUT, or None when there is none (or it is unreadable: a half-written lease is dead)."""
+    """The lease in OUTPUT, or None when there is none; ``{}`` when it is not a lease (a half-written one is dead).
+
+    A storage failure raises: a lease that could not be read is not a dead one, and breaking it could let
+    two runs write one OUTPUT.
+    """
     try:
         holder = json.loads(fs.cat_file(f"{root}/{LEASE_FILE}"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
+    except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
         return {}
     return holder if isinstance(holder, dict) else {}
 
@@ -130,7 +137,12 @@ class Lease:
         self.broken: dict[str, Any] | None = None  # the dead run's lease this run replaced, if any
 
     def __enter__(self) -> Lease:
-        self.acquire()
+        try:
+            self.acquire()
+        except OutputError:
+            raise
+        except Exception as err:  # OSError, or botocore's connection errors, which are not OSErrors
+            raise OutputError(f"cannot take the lease of output {self._root}: {type(err).__name__}: {err}") from err
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -183,6 +195,8 @@ class Lease:
         self._stop.set()
         if self._beat is not None:
             self._beat.join()
-        with contextlib.suppress(OSError):
+        try:
             if (read_holder(self._fs, self._root) or {}).get("run_id") == self.run_id:
                 self._fs.rm_file(self._path)
+        except Exception as err:  # never masks the run's own outcome; a lease left behind is dead (pid gone)
+            log.warning("could not remove the lease %s (the next run breaks it): %s", self._path, err)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import posixpath
 import re
 import uuid
@@ -72,6 +73,8 @@ from pipelines.layout import (
 from pipelines.manifest import finish_manifest
 from pipelines.records import Reject
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
+
+log = logging.getLogger("zerda")
 
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
@@ -153,7 +156,10 @@ def hold_output(output: str, run_id: str) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            _remove(fs, f"{staging}/{run_id}", recursive=True)
+            try:
+                _remove(fs, f"{staging}/{run_id}", recursive=True)
+            except Exception as err:  # storage down too (not all botocore errors are OSErrors): keep the job's error
+                log.warning("could not delete this run's staging (the next run deletes it): %s", err)
             raise
 
 
