@@ -27,7 +27,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from pipelines.names import METRICS_NAMESPACE, REJECTS
-from pipelines.records import Reject, SourceRecord, excerpt
+from pipelines.records import Reject, SourceRecord, encodable, excerpt, lone_surrogate
 from pipelines.settings import ChunkingSettings
 from zerda_core.chunks import Document
 
@@ -53,30 +53,48 @@ class _Input:
 
 def _document(text: str, doc_id: object, source: object) -> Document:
     has_id = (isinstance(doc_id, str) and doc_id != "") or (isinstance(doc_id, int) and not isinstance(doc_id, bool))
-    return Document(text, str(doc_id) if has_id else content_id(text), "" if source is None else str(source))
+    ident = encodable(str(doc_id)) if has_id else content_id(text)
+    return Document(text, ident, "" if source is None else encodable(str(source)))
 
 
 def _as_input(element: object) -> _Input | Reject:
-    """Whatever came in, as a document to chunk, or the reject that says why it is not one."""
+    """Whatever came in, as a document to chunk, or the reject that says why it is not one.
+
+    Ids and sources are made encodable; a text with a lone surrogate is rejected ``invalid_utf8``, as the
+    job's reader does by default: its chunks could not be written as UTF-8 (Arrow, Parquet, most coders).
+    """
+    item = _read_input(element)
+    if isinstance(item, Reject):
+        return item
+    doc = item.document
+    where = lone_surrogate(doc.text, "text")
+    if where is None:
+        return item
+    return Reject(doc.source, item.record, doc.doc_id, "invalid_utf8", where, encodable(excerpt(doc.text)))
+
+
+def _read_input(element: object) -> _Input | Reject:
     if isinstance(element, str):
         return _Input(_document(element, None, None))
     if isinstance(element, SourceRecord):
-        document = Document(element.text, element.doc_id, element.source)
+        document = Document(element.text, encodable(element.doc_id), encodable(element.source))
         return _Input(document, element.record, {"record": element.record})
     if isinstance(element, Document):
         if not isinstance(element.text, str):
-            return Reject(element.source, 0, element.doc_id, "missing_text", _not_a_string(element.text), "")
+            source, doc_id = encodable(str(element.source)), encodable(str(element.doc_id))
+            return Reject(source, 0, doc_id, "missing_text", _not_a_string(element.text), "")
         return _Input(_document(element.text, element.doc_id, element.source))
     if isinstance(element, Mapping):
         raw_id = next((element[key] for key in ID_KEYS if element.get(key) not in (None, "")), None)
-        text, source = element.get(TEXT_KEY), str(element.get(SOURCE_KEY) or "")
+        text, source = element.get(TEXT_KEY), encodable(str(element.get(SOURCE_KEY) or ""))
         if not isinstance(text, str):
             message = f"no {TEXT_KEY!r} key" if TEXT_KEY not in element else _not_a_string(text)
-            return Reject(source, 0, "" if raw_id is None else str(raw_id), "missing_text", message, excerpt(element))
+            doc_id = "" if raw_id is None else encodable(str(raw_id))
+            return Reject(source, 0, doc_id, "missing_text", message, encodable(excerpt(element)))
         extra = {key: value for key, value in element.items() if key not in _OWN_KEYS}
         return _Input(_document(text, raw_id, source), 0, extra)
     message = f"expected str, dict or Document, got {type(element).__name__}"
-    return Reject("", 0, "", "not_text", message, excerpt(element))
+    return Reject("", 0, "", "not_text", message, encodable(excerpt(element)))
 
 
 def _not_a_string(value: object) -> str:
@@ -130,7 +148,7 @@ class _ChunkTextFn(beam.DoFn):
 
 def _refused(item: _Input, reason: str, message: str) -> Reject:
     doc = item.document
-    return Reject(doc.source, item.record, doc.doc_id, reason, message, excerpt(doc.text))
+    return Reject(doc.source, item.record, doc.doc_id, reason, encodable(message), excerpt(doc.text))
 
 
 class ChunkText(beam.PTransform):

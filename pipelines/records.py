@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 REJECT_REASONS = (
@@ -16,6 +17,7 @@ REJECT_REASONS = (
     "chunker_error",
 )
 EXCERPT_CHARS = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -61,3 +63,30 @@ class FileReport:
     bytes_read: int
     records: int
     error: str = ""
+
+
+# Python's str can hold lone surrogates (a JSON "\ud800" escape, a file name's undecodable bytes), which
+# UTF-8, so Arrow and Beam's string coders, cannot encode: every string a record or reject carries passes here.
+
+
+def lone_surrogate(text: str, what: str) -> str | None:
+    """Where ``text`` (the ``what`` of a record) holds a lone surrogate, as a reject message; None if nowhere."""
+    found = None if text.isascii() else _SURROGATE.search(text)
+    if found is None:
+        return None
+    return (
+        f"lone surrogate U+{ord(found.group()):04X} at character {found.start()} of the {what}: not encodable as UTF-8"
+    )
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (``encoding_errors: replace``)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def encodable(text: str) -> str:
+    """``text`` as UTF-8 can hold it, lone surrogates spelled as ``\\udXXX`` escapes: for sources, ids and
+    messages, which must reach Arrow and Beam whatever they echo."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

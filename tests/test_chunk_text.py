@@ -152,6 +152,33 @@ def _check_messages(rejects: list) -> None:
     assert all(r.reason in REJECT_REASONS for r in rejects)
 
 
+def test_lone_surrogates_are_rejected_in_texts_and_made_encodable_in_ids_and_sources() -> None:
+    """Text Python holds but UTF-8 cannot (JSON's "\\ud800"), in Documents and SourceRecords (pickled, so they
+    reach ChunkText; a plain str or dict holding one fails in Beam's own coder first)."""
+    elements = [
+        Document(PROSE[:300] + "\ud800" + PROSE[300:], "bad-text"),
+        SourceRecord("dir/\udc80.jsonl", 3, "bad-\udcff-id", PROSE),
+        Document(None, "bad-\udcff-none", "\udc80"),  # type: ignore[arg-type]
+    ]
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create(elements) | ChunkText(SETTINGS)
+        fields = beam.Map(lambda r: repr((r.doc_id, r.source, r.reason, r.message, r.excerpt[:3])).encode())
+        surrogate = "lone surrogate U+D800 at character 300 of the text: not encodable as UTF-8"
+        assert_that(
+            out[REJECTS] | fields | beam.Map(bytes.decode),
+            equal_to(
+                [
+                    repr(("bad-text", "", "invalid_utf8", surrogate, PROSE[:3])),
+                    repr(("bad-\\udcff-none", "\\udc80", "missing_text", "'text' is null, not a string", "")),
+                ]
+            ),
+            label="Rejects",
+        )
+        chunks = out.chunks | beam.Map(lambda c: (c.metadata.doc_id, c.metadata.source, c.text.encode("utf-8")))
+        expected = [("bad-\\udcff-id", "dir/\\udc80.jsonl", c[2].encode()) for c in library_chunks(PROSE, "x")]
+        assert_that(chunks, equal_to(expected), label="Chunks")
+
+
 def test_per_document_gives_one_list_a_document() -> None:
     records = [SourceRecord("a.txt", 0, "a", PROSE), SourceRecord("b.jsonl", 4, "b", CODE)]
     with BeamTestPipeline() as pipeline:

@@ -8,26 +8,16 @@ whole-file document or for the file itself.
 from __future__ import annotations
 
 import io
-import re
 from dataclasses import dataclass
 
 from pipelines.io.expand import InputFile
-from pipelines.records import Reject, SourceRecord, excerpt
+from pipelines.records import Reject, SourceRecord, encodable, excerpt, lone_surrogate, without_surrogates
 from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.settings import InputSettings
 
 BUFFER_BYTES = 1 << 20
 MISSING = object()  # a field the record does not have (unlike one set to null)
 _SNIFF_BYTES = 8192
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def encodable(text: str) -> str:
-    """``text`` as UTF-8 can hold it: lone surrogates (from a JSON escape, or a file name's undecodable
-    bytes) spelled as ``\\udXXX`` escapes, so a source, id or message always reaches Arrow and Beam."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass
@@ -56,13 +46,12 @@ class FileContext:
     def surrogate_free(self, text: str, record: int, doc_id: str, what: str) -> str | Reject:
         """Text from a JSON escape may hold lone surrogates, which UTF-8 (so Arrow) cannot encode:
         ``strict`` rejects the record as ``invalid_utf8``, ``replace`` turns them into U+FFFD."""
-        found = None if text.isascii() else _SURROGATE.search(text)
-        if found is None:
+        where = lone_surrogate(text, what)
+        if where is None:
             return text
         if self.settings.encoding_errors == "replace":
-            return _SURROGATE.sub("\ufffd", text)
-        where = f"lone surrogate U+{ord(found.group()):04X} at character {found.start()} of the {what}"
-        return self.reject(record, doc_id, "invalid_utf8", f"{where}: not encodable as UTF-8", text)
+            return without_surrogates(text)
+        return self.reject(record, doc_id, "invalid_utf8", where, text)
 
     def decode(self, data: bytes, record: int, doc_id: str) -> str | Reject:
         """UTF-8 (a leading BOM dropped); invalid bytes rejected or replaced, as configured."""
