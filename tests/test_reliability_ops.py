@@ -14,19 +14,22 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
+import fsspec
 import psutil
 import pyarrow.parquet as pq
 import pytest
 
 from pipelines.errors import OutputError, UsageError
-from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, Lease
+from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, Lease, check_held
 from pipelines.io.write import StagedFile, hold_output, new_run_id
 from pipelines.options import parse_arguments
 from pipelines.rechunk import build_parser, main
@@ -269,6 +272,64 @@ def test_s3_conditional_put_loses_the_race_cleanly(s3_env: S3Env) -> None:
     assert first._create()
     assert not second._create()
     first.release()
+
+
+RACERS = 8
+
+
+def _race_for_the_lease(fs: Any, root: str) -> tuple[list[Lease], list[str]]:
+    """``RACERS`` runs take OUTPUT's lease at the same instant (threads behind a barrier): (held, refusals)."""
+    barrier = threading.Barrier(RACERS)
+    leases = [Lease(fs, root, f"20260101T000000Z-racer{n:03d}") for n in range(RACERS)]
+    refusals: list[str] = []
+
+    def take(lease: Lease) -> Lease | None:
+        barrier.wait()
+        try:
+            lease.acquire()
+        except OutputError as err:
+            refusals.append(str(err))
+            return None
+        return lease
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        held = [lease for lease in pool.map(take, leases) if lease is not None]
+    return held, refusals
+
+
+@pytest.mark.parametrize("start", ["no-lease", "dead-lease"])
+@pytest.mark.parametrize("filesystem", ["local", "s3"])
+def test_runs_starting_at_the_same_instant_leave_exactly_one_holder(
+    filesystem: str, start: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Simultaneous starts: one lease wins. Two runs breaking one dead lease at once may both think they
+    hold it, so the commit's check (``check_held``) passes for exactly one of them."""
+    if filesystem == "local":
+        fs, root = fsspec.filesystem("file"), str(tmp_path / "out")
+    else:
+        s3_env = request.getfixturevalue("s3_env")
+        fs, root = s3_env.filesystem(), f"{s3_env.new_bucket()}/out"
+    if start == "dead-lease":
+        fs.makedirs(root, exist_ok=True)
+        dead = {"run_id": "20260101T000000Z-deadbeef", "host": "other-host", "pid": 1, "heartbeat": 0.0}
+        fs.pipe_file(f"{root}/{LEASE_FILE}", json.dumps(dead).encode())
+    held, refusals = _race_for_the_lease(fs, root)
+    try:
+        assert held and len(held) + len(refusals) == RACERS
+        if start == "no-lease":
+            assert len(held) == 1, [lease.run_id for lease in held]
+        assert all(" is in use by run 20260101T000000Z-racer" in r or " was just taken by run " in r for r in refusals)
+        committers = []
+        for lease in held:
+            with contextlib.suppress(OutputError):
+                check_held(fs, root, lease.run_id)
+                committers.append(lease.run_id)
+        holder = json.loads(fs.cat_file(f"{root}/{LEASE_FILE}"))["run_id"]
+        assert committers == [holder]
+    finally:
+        for lease in held:
+            lease.release()
+    assert not fs.exists(f"{root}/{LEASE_FILE}")
 
 
 # --- real processes: two jobs at once, Ctrl-C -------------------------------------------------
