@@ -10,8 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
+import shutil
 import signal
 import socket
+import string
 import subprocess
 import sys
 import threading
@@ -32,7 +35,7 @@ from pipelines.errors import OutputError, UsageError
 from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, Lease, check_held
 from pipelines.io.write import StagedFile, hold_output, new_run_id
 from pipelines.options import parse_arguments
-from pipelines.rechunk import build_parser, main
+from pipelines.rechunk import build_parser, main, run
 from tests.common import MULTI_PROCESS, REPO
 from tests.output_checks import read_chunks, read_manifest
 from tests.test_reliability_faults import write_big_corpus
@@ -251,6 +254,37 @@ def test_a_failed_run_removes_its_staging_and_lease(tmp_path: Path) -> None:
         (out / "_staging" / run_id / "part.parquet").write_bytes(b"x" * 1000)
         raise OSError(28, "No space left on device")
     assert not (out / "_staging" / run_id).exists() and not (out / LEASE_FILE).exists()
+
+
+def _incompressible_corpus(path: Path, megabytes: int) -> None:
+    """JSONL of random words: its chunks do not compress, so the output is about as big as the text."""
+    rng = random.Random(5)
+    with path.open("w", encoding="utf-8") as f:
+        for n in range(megabytes * 100):
+            words = ("".join(rng.choices(string.ascii_letters, k=rng.randint(2, 12))) for _ in range(1400))
+            f.write(json.dumps({"id": f"d{n}", "text": " ".join(words) + "."}) + "\n")
+
+
+def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(tmp_path: Path) -> None:
+    """A real full disk: OUTPUT on a 3 MB tmpfs holding a finished small run; a run needing more fails
+    with ENOSPC, deletes its staging (the space comes back) and leaves the previous output as it was."""
+    corpus = tmp_path / "random.jsonl"
+    _incompressible_corpus(corpus, 6)
+    small = tmp_path / "small_disk"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    try:
+        out = small / "out"
+        assert main(["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(out), "--quiet"]) == 0
+        before, free = _snapshot(out), shutil.disk_usage(small).free
+        with pytest.raises(Exception, match="No space left on device"):
+            run(["--input", str(corpus), "--output", str(out), "--quiet"])
+        assert _snapshot(out) == before
+        assert {p.name for p in out.iterdir()} - {"_staging"} == {Path(name).parts[0] for name in before}
+        assert not any(p.is_file() for p in (out / "_staging").rglob("*"))
+        assert shutil.disk_usage(small).free == free
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
 
 
 def test_s3_lease_is_exclusive_and_named(s3_env: S3Env) -> None:
