@@ -32,10 +32,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from benchmarks.bench_chunker import machine_line
+from benchmarks.scaffold import machine_line
 from benchmarks.bench_pipeline import child_env, synthetic_documents
 from pipelines.incremental import content_hash
-from pipelines.io.read import expand_inputs, read_file
+from pipelines.io.expand import expand_inputs
+from pipelines.io.source import read_file
 from pipelines.records import SourceRecord
 from pipelines.settings import InputSettings
 
