@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 from typing import NoReturn
 
 import apache_beam as beam
@@ -39,6 +40,36 @@ def raise_on_error(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
     parser.error = error  # type: ignore[method-assign]
     return parser
+
+
+class Once(argparse.Action):
+    """An option that takes one value: given twice (``--output a --output b``) is a usage error, not the last one."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, *_: object
+    ) -> None:
+        if getattr(namespace, f"_{self.dest}_given", False):
+            parser.error(f"{self.option_strings[0]} given twice: give it once")
+        setattr(namespace, f"_{self.dest}_given", True)
+        setattr(namespace, self.dest, values)
+
+
+def non_empty(value: str) -> str:
+    """A path or glob argument: an empty one (``--output ""``, an unset shell variable) would mean the cwd."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty (an unset shell variable?)")
+    return value
+
+
+def seconds(value: str) -> float:
+    """A non-negative, finite number of seconds."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {value!r}")
+    return number
 
 
 def _beam_parser() -> _RaisingParser:
@@ -84,7 +115,9 @@ def parse_arguments(
 ) -> tuple[argparse.Namespace, PipelineOptions, PipelineRunner]:
     """zerda's arguments, Beam's options and the runner; UsageError when any argument is not understood."""
     args, beam_args = raise_on_error(parser).parse_known_args(argv)
-    _beam_parser().parse_known_args(beam_args)  # the values Beam's classes refuse, before the runner reads them
+    beam_values, _ = _beam_parser().parse_known_args(beam_args)  # values Beam's classes refuse, before the runner
+    if (beam_values.direct_num_workers or 0) < 0:  # Beam takes any int, then fails deep in the runner
+        raise UsageError(f"--direct_num_workers must be >= 0 (0: one a core), got {beam_values.direct_num_workers}")
     runner = _runner(beam_args)
     beam_parser = _beam_parser()  # again: creating the runner may have registered its own options class
     _, unknown = beam_parser.parse_known_args(beam_args)

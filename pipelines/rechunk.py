@@ -50,7 +50,7 @@ from pipelines.io.write import (
 from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.names import FILES, REJECTS
-from pipelines.options import new_pipeline, parse_arguments
+from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url
 from pipelines.settings import Settings, SettingsError, load_settings
@@ -75,15 +75,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--input",
         action="append",
+        type=non_empty,
         metavar="GLOB",
         help="corpus files: a glob, directory or file on any fsspec filesystem (repeatable); "
         "default: the bundled sample corpus",
     )
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, metavar="DIR_OR_URL", help=f"default: {DEFAULT_OUTPUT}")
-    parser.add_argument("--config", metavar="YAML", help="reviewed run settings (default: built-in defaults)")
+    parser.add_argument(
+        "--output",
+        action=Once,
+        type=non_empty,
+        default=DEFAULT_OUTPUT,
+        metavar="DIR_OR_URL",
+        help=f"default: {DEFAULT_OUTPUT}",
+    )
+    parser.add_argument(
+        "--config", action=Once, type=non_empty, metavar="YAML", help="reviewed run settings (default: the defaults)"
+    )
     parser.add_argument(
         "--progress-seconds",
-        type=float,
+        action=Once,
+        type=seconds,
         default=DEFAULT_INTERVAL_SECONDS,
         metavar="S",
         help=f"log progress every S seconds on each worker; 0 turns it off (default: {DEFAULT_INTERVAL_SECONDS:g})",

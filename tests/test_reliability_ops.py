@@ -76,8 +76,18 @@ def _snapshot(output: Path) -> dict[str, bytes]:
         (["--direct_num_workers=abc"], "invalid int value: 'abc'"),
         (["--direct_running_mode=bogus"], "invalid choice: 'bogus'"),
         (["--direct_num_workers"], "expected one argument"),
-        (["--progress-seconds", "soon"], "invalid float value"),
+        (["--progress-seconds", "soon"], "must be a number of seconds >= 0, got 'soon'"),
         (["--quiet", "--verbose"], "not allowed with argument"),
+        (["--output", "elsewhere"], "--output given twice"),  # not: the last one wins
+        (["--config", "a.yaml", "--config", "b.yaml"], "--config given twice"),
+        (["--output", ""], "argument --output: must not be empty"),  # "" would be the cwd
+        (["--input", ""], "argument --input: must not be empty"),
+        (["--input", " "], "argument --input: must not be empty"),
+        (["--config", ""], "argument --config: must not be empty"),
+        (["--direct_num_workers=-3"], "--direct_num_workers must be >= 0"),
+        (["--direct_num_workers", "-1", "--direct_running_mode=multi_threading"], "--direct_num_workers must be"),
+        (["--progress-seconds=-1"], "must be a number of seconds >= 0"),
+        (["--progress-seconds=inf"], "must be a number of seconds >= 0"),
     ],
 )
 def test_an_argument_nobody_understands_exits_2_in_one_line_and_touches_nothing(
