@@ -151,7 +151,8 @@ class AdaptiveChunker(BaseChunker):
     prose and the code of one manual get different sizes; ``extra["density"]`` stays the
     whole document's. With ``size_unit="tokens"`` sizes count ``tokenizer``'s tokens
     (``extra["token_count"]`` per chunk), offsets stay characters. ``base_size`` and
-    ``technical_threshold`` are stored, not used in splitting (density is continuous). Stateless after construction: thread-safe.
+    ``technical_threshold`` are stored, not used in splitting (density is continuous).
+    Stateless after construction: thread-safe.
     """
 
     def __init__(
@@ -221,8 +222,8 @@ class AdaptiveChunker(BaseChunker):
         density, target, _ = self.sizing(text)
         language = detect_language(text) if self.language == "auto" else self.language
         measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
-        section = self.density_scope == "section"
-        sizing = self._local_sizing(text, measure) if section else _Sizing([0], [target], None)
+        by_section = self.density_scope == "section"
+        sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
         structure = find_structure(text)
         spans, token_counts = self._cut(text, sizing, structure, measure)
         adaptive = ChunkType.ADAPTIVE

@@ -127,16 +127,25 @@ def tokenizer_path(spec: str) -> Path:
     return Path(str(root.joinpath(inner)))
 
 
-@lru_cache(maxsize=8)
 def load_tokenizer(spec: str) -> TokenCounter:
-    """Load a ``tokenizer.json`` once per process; ``ValueError`` in one line when it cannot be used."""
+    """Load a ``tokenizer.json`` once per process and file version; ``ValueError`` in one line when unusable."""
+    path = tokenizer_path(spec)
+    try:
+        stat = path.stat()
+    except OSError as err:
+        raise ValueError(f"cannot read tokenizer {spec!r}: {err.strerror or err}") from err
+    return _load(spec, str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _load(spec: str, path: str, _mtime_ns: int, _size: int) -> TokenCounter:
+    """The tokenizer at ``path``; the file's time and size are part of the cache key, so an edit is seen."""
     try:
         from tokenizers import Tokenizer
     except ImportError as err:
         raise ValueError("size_unit 'tokens' needs the tokenizers package: pip install 'zerda[tokens]'") from err
-    path = tokenizer_path(spec)
     try:
-        raw = path.read_bytes()
+        raw = Path(path).read_bytes()
     except OSError as err:
         raise ValueError(f"cannot read tokenizer {spec!r}: {err.strerror or err}") from err
     try:
