@@ -109,15 +109,17 @@ class ChunkingSettings(_Section):
     """How documents are cut; the sizes become zerda_core's ``ChunkConfig``."""
 
     SECTION: ClassVar[str] = "chunking"
-    base_size: int = _setting(512, POSITIVE_INT, "Target chunk size (characters) at neutral density.")
+    base_size: int = _setting(512, POSITIVE_INT, "Target chunk size (in `size_unit`) at neutral density.")
     min_size: int = _setting(100, POSITIVE_INT, "Target size for the densest text (density 1).")
     max_size: int = _setting(1500, POSITIVE_INT, "Target size for the most narrative text (density 0).")
-    overlap: int = _setting(128, NON_NEGATIVE_INT, "Characters carried from one chunk into the next.")
+    overlap: int = _setting(128, NON_NEGATIVE_INT, "Characters (or tokens) carried from one chunk into the next.")
     technical_threshold: float = _setting(
         0.5, UNIT_INTERVAL, "Kept as in the reference API; density is continuous, so it does not move the cuts."
     )
     min_chunk_size: int = _setting(
-        100, NON_NEGATIVE_INT, "Documents shorter than this are rejected; shorter tails join the chunk before."
+        100,
+        NON_NEGATIVE_INT,
+        "Documents shorter than this (in characters) are rejected; shorter tails join the chunk before.",
     )
     language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")
     density_scope: str = _setting(
