@@ -1,4 +1,8 @@
-"""``size_unit: tokens``: the chunker contract in tokens, with the real Llama 2 tokenizer wordllama's wheel ships."""
+"""``size_unit: tokens`` with the real Llama 2 tokenizer wordllama's wheel ships.
+
+The random-text contract and determinism in tokens are tests/test_chunker_properties.py's, whose
+configs draw both units.
+"""
 
 from __future__ import annotations
 
@@ -8,60 +12,22 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from pipelines.rag import to_beam_chunk
 from pipelines.rechunk import main, run
 from pipelines.settings import ChunkingSettings, Settings, SettingsError, load_settings
 from pipelines.settings import main as settings_main
 from tests.chunk_checks import assert_chunk_contract
-from tests.common import REPO
+from tests.common import LLAMA_TOKENIZER, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, source_texts
-from tests.test_chunker_properties import texts
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
 from zerda_core.chunks.tokens import load_tokenizer, tokenizer_path
 
-LLAMA = "package:wordllama/tokenizers/l2_supercat_tokenizer_config.json"
 DATA = REPO / "tests/data"
 
 
 def token_chunker(**sizes: int) -> AdaptiveChunker:
-    return AdaptiveChunker(ChunkConfig.from_sizes(size_unit="tokens", tokenizer=LLAMA, **sizes))
-
-
-token_configs = st.builds(
-    lambda lo, span, overlap, min_chunk, scope: ChunkConfig(
-        adaptive_min_size=lo,
-        adaptive_max_size=lo + span,
-        overlap=overlap,
-        min_chunk_size=min_chunk,
-        density_scope=scope,
-        size_unit="tokens",
-        tokenizer=LLAMA,
-    ),
-    st.integers(8, 120),
-    st.integers(0, 200),
-    st.integers(0, 80),
-    st.integers(0, 150),
-    st.sampled_from(["document", "section"]),
-)
-FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@FAST
-@given(text=texts, config=token_configs)
-def test_contract_in_tokens_on_random_text(text: str, config: ChunkConfig) -> None:
-    chunker = AdaptiveChunker(config)
-    assert_chunk_contract(chunker, text, chunker.chunk(text, doc_id="d", source="s"))
-
-
-@FAST
-@given(text=texts, config=token_configs)
-def test_deterministic_in_tokens(text: str, config: ChunkConfig) -> None:
-    first = AdaptiveChunker(config).chunk(text, doc_id="d")
-    second = AdaptiveChunker(config).chunk(text, doc_id="d")
-    assert [(c.chunk_id, c.metadata) for c in first] == [(c.chunk_id, c.metadata) for c in second]
+    return AdaptiveChunker(ChunkConfig.from_sizes(size_unit="tokens", tokenizer=LLAMA_TOKENIZER, **sizes))
 
 
 @pytest.mark.parametrize("path", sorted(DATA.iterdir()), ids=lambda p: p.name)
@@ -103,7 +69,7 @@ def test_characters_stay_the_default_without_token_counts() -> None:
     ("kwargs", "message"),
     [
         ({"size_unit": "tokens"}, "ChunkConfig.tokenizer must be a tokenizer.json path"),
-        ({"tokenizer": LLAMA}, "unset (None) when size_unit is characters"),
+        ({"tokenizer": LLAMA_TOKENIZER}, "unset (None) when size_unit is characters"),
         ({"size_unit": "bytes"}, "ChunkConfig.size_unit must be one of characters, tokens"),
         ({"size_unit": "tokens", "tokenizer": "/nonexistent/tokenizer.json"}, "cannot read tokenizer"),
         ({"size_unit": "tokens", "tokenizer": str(REPO / "setup.py")}, "is not a tokenizer.json file"),
@@ -118,19 +84,19 @@ def test_config_refuses_a_bad_unit_or_tokenizer(kwargs: dict[str, str], message:
 
 def test_an_edited_tokenizer_file_is_reloaded_and_changes_the_fingerprint(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.json"
-    shutil.copy(tokenizer_path(LLAMA), path)
+    shutil.copy(tokenizer_path(LLAMA_TOKENIZER), path)
     settings = ChunkingSettings(size_unit="tokens", tokenizer=str(path))
     before = settings.fingerprint
     data = json.loads(path.read_text(encoding="utf-8"))
     data["normalizer"] = None
     path.write_text(json.dumps(data), encoding="utf-8")
-    assert load_tokenizer(str(path)).digest != load_tokenizer(LLAMA).digest
+    assert load_tokenizer(str(path)).digest != load_tokenizer(LLAMA_TOKENIZER).digest
     assert settings.fingerprint != before
 
 
 def test_unit_and_tokenizer_enter_the_fingerprint() -> None:
     default = Settings().fingerprint
-    tokens = Settings.from_dict({"chunking": {"size_unit": "tokens", "tokenizer": LLAMA}})
+    tokens = Settings.from_dict({"chunking": {"size_unit": "tokens", "tokenizer": LLAMA_TOKENIZER}})
     assert tokens.fingerprint != default
     assert tokens.chunking.fingerprint != ChunkingSettings().fingerprint
     assert tokens.chunking.chunker().size_unit == "tokens"
@@ -168,7 +134,8 @@ def test_yaml_errors_exit_2_in_one_line(
 def test_pipeline_writes_token_counts_within_max_size(tmp_path: Path) -> None:
     config = tmp_path / "tokens.yaml"
     config.write_text(
-        f"chunking:\n  size_unit: tokens\n  tokenizer: {LLAMA}\n  min_size: 32\n  max_size: 96\n  overlap: 16\n",
+        f"chunking:\n  size_unit: tokens\n  tokenizer: {LLAMA_TOKENIZER}\n"
+        "  min_size: 32\n  max_size: 96\n  overlap: 16\n",
         encoding="utf-8",
     )
     output = tmp_path / "out"
@@ -177,7 +144,7 @@ def test_pipeline_writes_token_counts_within_max_size(tmp_path: Path) -> None:
     assert_chunks_are_slices(table, source_texts([str(DATA)]))
     counts = table["token_count"].to_pylist()
     assert counts and None not in counts and max(counts) <= 96
-    assert counts == load_tokenizer(LLAMA).count(table["text"].to_pylist())
+    assert counts == load_tokenizer(LLAMA_TOKENIZER).count(table["text"].to_pylist())
     assert pc.max(table["target_size"]).as_py() <= 96
 
 
