@@ -152,3 +152,16 @@ def test_rag_chunks_carry_the_token_count() -> None:
     text = (DATA / "guide.md").read_text(encoding="utf-8")
     chunk = token_chunker(min_size=32, max_size=96).chunk(text)[0]
     assert to_beam_chunk(chunk, "fp").metadata["token_count"] == chunk.metadata.extra["token_count"] <= 96
+
+
+def test_an_incremental_run_after_switching_to_tokens_rechunks_everything(tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    run(["--input", str(DATA), "--output", str(output), "--quiet"])
+    config = tmp_path / "tokens.yaml"
+    config.write_text(f"chunking:\n  size_unit: tokens\n  tokenizer: {LLAMA_TOKENIZER}\n", encoding="utf-8")
+    manifest = run(["--input", str(DATA), "--output", str(output), "--config", str(config), "--incremental", "--quiet"])
+    assert manifest["changes"]["incremental"] is False and "settings changed" in manifest["changes"]["reason"]
+    counts = read_chunks(output)["token_count"].to_pylist()
+    assert counts and None not in counts
+    again = run(["--input", str(DATA), "--output", str(output), "--config", str(config), "--incremental", "--quiet"])
+    assert again["changes"]["incremental"] is True and again["changes"]["chunks_added"] == 0
