@@ -33,9 +33,9 @@ EXTRAS = {
         "mypy>=1.10",
         "types-PyYAML",
         "wordllama>=0.4",  # also ships the tokenizer.json the token-size tests use
-        "tokenizers>=0.15",
+        "tokenizers>=0.20",
     ],
-    "tokens": ["tokenizers>=0.15"],
+    "tokens": ["tokenizers>=0.20"],
     "rag": ["wordllama>=0.4"],
     "bench": [
         "chonkie>=1.0",
