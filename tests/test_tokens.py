@@ -21,7 +21,7 @@ from tests.chunk_checks import assert_chunk_contract
 from tests.common import LLAMA_TOKENIZER, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, source_texts
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
-from zerda_core.chunks.tokens import load_tokenizer, tokenizer_path
+from zerda_core.chunks.tokens import TOKEN_WINDOW, load_tokenizer, tokenizer_path
 
 DATA = REPO / "tests/data"
 
@@ -38,6 +38,17 @@ def test_contract_in_tokens_on_real_text(path: Path, lo: int, hi: int, overlap: 
     chunks = chunker.chunk(text)
     assert_chunk_contract(chunker, text, chunks)
     assert len(chunks) > 1 or chunks[0].metadata.extra["token_count"] <= hi
+
+
+def test_a_document_longer_than_one_tokenizer_window() -> None:
+    """Past ``TOKEN_WINDOW`` characters the document is tokenized in pieces: offsets stay the document's."""
+    unit = (DATA / "english_prose.txt").read_text(encoding="utf-8") + "\n\n"
+    text = unit * (TOKEN_WINDOW // len(unit) + 2)
+    chunker = token_chunker(min_size=64, max_size=256, overlap=32)
+    measure = load_tokenizer(LLAMA_TOKENIZER).measure(text)
+    assert len(text) > TOKEN_WINDOW and list(measure.starts) == sorted(measure.starts)
+    assert measure.ends[-1] == len(text) and measure.size(0, len(text)) == len(measure.starts)
+    assert_chunk_contract(chunker, text, chunker.chunk(text))
 
 
 def test_targets_are_tokens_not_characters() -> None:
