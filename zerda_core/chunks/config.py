@@ -26,7 +26,8 @@ class ChunkConfig:
 
     ``size_unit``: ``characters`` (the reference page) or ``tokens``: base, min, max and overlap
     count the tokens of ``tokenizer`` (a ``tokenizer.json`` path or ``package:NAME/PATH``,
-    see :mod:`zerda_core.chunks.tokens`), and no chunk exceeds its target in tokens.
+    see :mod:`zerda_core.chunks.tokens`), and no chunk exceeds its target in tokens (unless the
+    target is smaller than one character's own tokens: such a chunk holds that one character).
     ``min_chunk_size`` stays in characters in both units: it rejects near-empty documents.
     """
 
