@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -21,7 +22,7 @@ from tests.chunk_checks import assert_chunk_contract
 from tests.common import LLAMA_TOKENIZER, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, source_texts
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
-from zerda_core.chunks.tokens import TOKEN_WINDOW, load_tokenizer, tokenizer_path
+from zerda_core.chunks.tokens import TOKEN_WINDOW, _load, load_tokenizer, tokenizer_path
 
 DATA = REPO / "tests/data"
 
@@ -91,6 +92,14 @@ def test_config_refuses_a_bad_unit_or_tokenizer(kwargs: dict[str, str], message:
     with pytest.raises(ValueError, match=r"^ChunkConfig") as info:
         ChunkConfig(**kwargs)  # type: ignore[arg-type]
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_without_the_tokenizers_package_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # an import of it now fails, as when it is not installed
+    _load.cache_clear()
+    with pytest.raises(ValueError, match=r"needs the tokenizers package: pip install 'zerda\[tokens\]'"):
+        ChunkConfig(size_unit="tokens", tokenizer=LLAMA_TOKENIZER)
+    _load.cache_clear()
 
 
 def test_an_edited_tokenizer_file_is_reloaded_and_changes_the_fingerprint(tmp_path: Path) -> None:
