@@ -32,6 +32,7 @@ test: $(VENV)/.test-installed
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_chunker.py
 	$(BIN)/python benchmarks/bench_keywords.py
+	$(BIN)/python benchmarks/bench_tokens.py
 	$(BIN)/python benchmarks/bench_retrieval.py
 	$(BIN)/python benchmarks/bench_pipeline.py --mb 400 --files 64 --reps 3 --small-reps 2
 	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32

@@ -32,8 +32,10 @@ EXTRAS = {
         "ruff>=0.6",
         "mypy>=1.10",
         "types-PyYAML",
-        "wordllama>=0.4",
+        "wordllama>=0.4",  # also ships the tokenizer.json the token-size tests use
+        "tokenizers>=0.20",
     ],
+    "tokens": ["tokenizers>=0.20"],
     "rag": ["wordllama>=0.4"],
     "bench": [
         "chonkie>=1.0",

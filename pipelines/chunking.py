@@ -84,6 +84,7 @@ class _RowsFn(beam.DoFn):
             "keywords": None if keywords is None else [{"term": t, "score": s} for t, s in keywords],
             "local_density": meta.extra.get("local_density"),
             "section": meta.extra.get("section"),
+            "token_count": meta.extra.get("token_count"),
             PARTITION_COLUMN: bucket,
         }
 

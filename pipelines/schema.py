@@ -7,7 +7,8 @@
 
 Every column is required except ``keywords`` (null when enrichment is off), ``local_density``
 (null unless ``chunking.density_scope`` is ``section``) and ``section`` (the Markdown/rST heading
-path, null when the chunk has none), so the writer can refuse a row that lacks a field instead of
+path, null when the chunk has none) and ``token_count`` (the chunk's own tokens, null unless
+``chunking.size_unit`` is ``tokens``), so the writer can refuse a row that lacks a field instead of
 storing a silent null.
 """
 
@@ -43,6 +44,7 @@ CHUNK_SCHEMA = pa.schema(
         pa.field("keywords", KEYWORDS_TYPE, nullable=True),
         pa.field("local_density", pa.float64(), nullable=True),
         pa.field("section", pa.string(), nullable=True),
+        pa.field("token_count", pa.int32(), nullable=True),
     ]
 )
 

@@ -24,7 +24,7 @@ import yaml
 
 import zerda_core
 from zerda_core.chunks import AdaptiveChunker
-from zerda_core.chunks.config import DENSITY_SCOPES, ChunkConfig
+from zerda_core.chunks.config import DENSITY_SCOPES, SIZE_UNITS, ChunkConfig
 
 
 class SettingsError(ValueError):
@@ -56,6 +56,7 @@ NON_NEGATIVE_INT = _Rule("int", lambda v: _is_int(v) and v >= 0, "an integer >= 
 UNIT_INTERVAL = _Rule("float", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
 BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
 NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
+OPTIONAL_NAME = _Rule("str", lambda v: v is None or NAME.check(v), "a non-empty string or null")
 BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
 CORPUS_FORMATS = ("jsonl", "text", "parquet")
 SUFFIX_FORMATS = _Rule(
@@ -108,21 +109,33 @@ class ChunkingSettings(_Section):
     """How documents are cut; the sizes become zerda_core's ``ChunkConfig``."""
 
     SECTION: ClassVar[str] = "chunking"
-    base_size: int = _setting(512, POSITIVE_INT, "Target chunk size (characters) at neutral density.")
+    base_size: int = _setting(512, POSITIVE_INT, "Target chunk size (in `size_unit`) at neutral density.")
     min_size: int = _setting(100, POSITIVE_INT, "Target size for the densest text (density 1).")
     max_size: int = _setting(1500, POSITIVE_INT, "Target size for the most narrative text (density 0).")
-    overlap: int = _setting(128, NON_NEGATIVE_INT, "Characters carried from one chunk into the next.")
+    overlap: int = _setting(128, NON_NEGATIVE_INT, "Characters (or tokens) carried from one chunk into the next.")
     technical_threshold: float = _setting(
         0.5, UNIT_INTERVAL, "Kept as in the reference API; density is continuous, so it does not move the cuts."
     )
     min_chunk_size: int = _setting(
-        100, NON_NEGATIVE_INT, "Documents shorter than this are rejected; shorter tails join the chunk before."
+        100,
+        NON_NEGATIVE_INT,
+        "Documents shorter than this (in characters) are rejected; shorter tails join the chunk before.",
     )
     language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")
     density_scope: str = _setting(
         "document",
         _one_of(*DENSITY_SCOPES),
         "`document`: one density and target per document; `section`: the paragraphs around each chunk set its target.",
+    )
+    size_unit: str = _setting(
+        "characters",
+        _one_of(*SIZE_UNITS),
+        "Unit of base/min/max size and overlap; `tokens` counts `tokenizer`'s tokens, a hard bound per chunk.",
+    )
+    tokenizer: str | None = _setting(
+        None,
+        OPTIONAL_NAME,
+        "With `size_unit: tokens`: a `tokenizer.json` path, or `package:NAME/PATH` for one a package ships.",
     )
 
     def _cross_checks(self) -> list[str]:
@@ -145,16 +158,26 @@ class ChunkingSettings(_Section):
             technical_threshold=self.technical_threshold,
             min_chunk_size=self.min_chunk_size,
             density_scope=self.density_scope,
+            size_unit=self.size_unit,
+            tokenizer=self.tokenizer,
         )
 
     def chunker(self) -> AdaptiveChunker:
         """The chunker these settings describe (logs the library's warning when ``min_size > max_size``)."""
         return AdaptiveChunker(self.chunk_config(), language=self.language)
 
+    def identity(self) -> dict[str, Any]:
+        """What the chunks depend on: every key, and the tokenizer file's SHA-256 (a path alone may change)."""
+        values = dataclasses.asdict(self)
+        counter = self.chunk_config().token_counter()
+        if counter is not None:
+            values["tokenizer_sha256"] = counter.digest
+        return values
+
     @property
     def fingerprint(self) -> str:
         """Short hash of the chunking settings and the zerda version: equal fingerprints, equal chunks."""
-        return _fingerprint(dataclasses.asdict(self))
+        return _fingerprint(self.identity())
 
 
 @dataclass(frozen=True)
@@ -250,6 +273,7 @@ class Settings:
         """
         settings = self.to_dict()
         del settings["output"]["incremental"]
+        settings["chunking"] = self.chunking.identity()
         return _fingerprint(settings)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.chunk_checks import assert_chunk_contract
+from tests.common import LLAMA_TOKENIZER
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
 from zerda_core.chunks.adaptive_chunker import _estimate_density
 from zerda_core.chunks.sentences import sentence_spans
@@ -65,21 +67,30 @@ BLOCKS = [
 structured_text = st.lists(st.sampled_from(BLOCKS), max_size=40).map("".join)
 any_text = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=3000)
 texts = st.one_of(odd_text, any_text, structured_text)
-configs = st.builds(
-    lambda lo, span, overlap, min_chunk, scope: ChunkConfig(
-        adaptive_min_size=lo,
-        adaptive_max_size=lo + span,
-        overlap=overlap,
-        min_chunk_size=min_chunk,
-        density_scope=scope,
-    ),
-    st.integers(2, 400),
-    st.integers(0, 600),
-    st.integers(0, 300),
-    st.integers(0, 150),
-    st.sampled_from(["document", "section"]),
-)
 
+
+def chunk_configs(lowest: int, highest: int, unit: str = "characters", tokenizer: str | None = None) -> Any:
+    """Random sizes from ``lowest`` (min_size) up to ``highest`` x 2.5 (max_size), overlap up to ``highest`` x 0.75."""
+    return st.builds(
+        lambda lo, span, overlap, min_chunk, scope: ChunkConfig(
+            adaptive_min_size=lo,
+            adaptive_max_size=lo + span,
+            overlap=overlap,
+            min_chunk_size=min_chunk,
+            density_scope=scope,
+            size_unit=unit,
+            tokenizer=tokenizer,
+        ),
+        st.integers(lowest, highest),
+        st.integers(0, highest * 3 // 2),
+        st.integers(0, highest * 3 // 4),
+        st.integers(0, 150),
+        st.sampled_from(["document", "section"]),
+    )
+
+
+# both units: characters, and tokens of a real tokenizer (smaller sizes: a token is about 4 characters)
+configs = st.one_of(chunk_configs(2, 400), chunk_configs(8, 120, "tokens", LLAMA_TOKENIZER))
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -49,6 +49,8 @@ def test_defaults_are_the_documented_ones() -> None:
             "min_chunk_size": 100,
             "language": "auto",
             "density_scope": "document",
+            "size_unit": "characters",
+            "tokenizer": None,
         },
         "input": {
             "text_field": "text",

@@ -4,7 +4,8 @@ Dense technical text (code, SQL, formulas) gets small chunks for precise
 retrieval; narrative text gets large ones for context. Every chunk is an exact
 slice of the input, no non-whitespace character is lost, and each chunk (its
 carried overlap included) is at most the target size, except a short final tail
-merged into the chunk before it.
+merged into the chunk before it. Sizes are characters, or tokens of a tokenizer
+(:mod:`zerda_core.chunks.tokens`), where the bound holds for the merged tail too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
 from zerda_core.chunks.sentences import SentenceEnds, drop_inside
 from zerda_core.chunks.structure import Structure, find_structure
+from zerda_core.chunks.tokens import CHARACTERS, CharacterMeasure
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
+from zerda_core.chunks.windows import whitespace_windows
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +93,7 @@ def _estimate_density(text: str) -> float:
     if not text:
         return 0.0
     tech_hits = words = word_chars = long_words = arabic_words = distinct = block_words = 0
-    for window in _windows(text):
+    for window in whitespace_windows(text, _WINDOW)[0]:
         tokens = window.split()
         counts = Counter(tokens)
         tech_hits += sum(counts[word] for word in TECHNICAL_WORDS.intersection(counts))
@@ -138,32 +141,18 @@ def _vocabulary_blocks(tokens: list[str]) -> list[list[str]]:
     return [tokens[start : start + size] for start in starts]
 
 
-def _windows(text: str) -> list[str]:
-    """Cut ``text`` into ~1 MiB pieces at whitespace, so no word is split."""
-    if len(text) <= _WINDOW:
-        return [text]
-    pieces = []
-    start = 0
-    while start < len(text):
-        end = min(start + _WINDOW, len(text))
-        if end < len(text):
-            space = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
-            end = space + 1 if space > start else end
-        pieces.append(text[start:end])
-        start = end
-    return pieces
-
-
 class AdaptiveChunker(BaseChunker):
     """Sentence-aware chunker whose target size shrinks as information density grows.
 
     ``target_size = max_size - density * (max_size - min_size)``, clamped to
     ``[min_size, max_size]``. A given ``config`` takes precedence over the keyword
-    sizes (and ``density_scope``). With ``density_scope="section"`` each chunk's target
+    sizes (and ``density_scope``, ``size_unit``, ``tokenizer``). With ``density_scope="section"`` each chunk's target
     follows the density of the paragraphs around it (``extra["local_density"]``), so the
     prose and the code of one manual get different sizes; ``extra["density"]`` stays the
-    whole document's. ``base_size`` and ``technical_threshold`` are stored, not used in
-    splitting (density is continuous). Stateless after construction: thread-safe.
+    whole document's. With ``size_unit="tokens"`` sizes count ``tokenizer``'s tokens
+    (``extra["token_count"]`` per chunk), offsets stay characters. ``base_size`` and
+    ``technical_threshold`` are stored, not used in splitting (density is continuous).
+    Stateless after construction: thread-safe.
     """
 
     def __init__(
@@ -177,6 +166,8 @@ class AdaptiveChunker(BaseChunker):
         technical_threshold: float = 0.5,
         language: str = "auto",
         density_scope: str = "document",
+        size_unit: str = "characters",
+        tokenizer: str | None = None,
     ) -> None:
         if config is None:
             config = ChunkConfig.from_sizes(
@@ -186,6 +177,8 @@ class AdaptiveChunker(BaseChunker):
                 overlap=overlap,
                 technical_threshold=technical_threshold,
                 density_scope=density_scope,
+                size_unit=size_unit,
+                tokenizer=tokenizer,
             )
         if not isinstance(language, str) or not language:
             raise ValueError("language must be a non-empty string such as 'auto', 'en' or 'ar'")
@@ -197,7 +190,9 @@ class AdaptiveChunker(BaseChunker):
         self.technical_threshold = config.adaptive_technical_threshold
         self.min_chunk_size = config.min_chunk_size
         self.density_scope = config.density_scope
+        self.size_unit = config.size_unit
         self.language = language
+        self._tokens = config.token_counter()
         warning = config.size_warning()
         if warning is not None:
             log.warning("%s", warning)
@@ -226,10 +221,11 @@ class AdaptiveChunker(BaseChunker):
             return []
         density, target, _ = self.sizing(text)
         language = detect_language(text) if self.language == "auto" else self.language
-        sizing = self._local_sizing(text) if self.density_scope == "section" else _Sizing([0], [target], None)
-        ends, structure = SentenceEnds(text), find_structure(text)
-        breaks = _keep_fences_whole(ends, structure, sizing)
-        spans = _Cutter(text, sizing, self.overlap, self.min_chunk_size, breaks).cut(ends)
+        measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
+        by_section = self.density_scope == "section"
+        sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
+        structure = find_structure(text)
+        spans, token_counts = self._cut(text, sizing, structure, measure)
         adaptive = ChunkType.ADAPTIVE
         extras = [{"density": density, "target_size": t} for t in sizing.targets]
         if sizing.densities is not None:
@@ -243,6 +239,9 @@ class AdaptiveChunker(BaseChunker):
             )
             for index, (start, end, block) in enumerate(spans)
         ]
+        if token_counts is not None:
+            for chunk, count in zip(chunks, token_counts, strict=True):
+                chunk.metadata.extra["token_count"] = count
         if structure.heading_starts:
             for chunk in chunks:
                 section = structure.section_at(chunk.metadata.start_char)
@@ -250,9 +249,33 @@ class AdaptiveChunker(BaseChunker):
                     chunk.metadata.extra["section"] = section
         return chunks
 
-    def _local_sizing(self, text: str) -> _Sizing:
+    def _cut(
+        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure
+    ) -> tuple[list[tuple[int, int, int]], list[int] | None]:
+        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count.
+
+        In tokens the cut measures the document's tokens; a chunk tokenized alone may count a few
+        more at its edges. Then the document is cut again with every target lowered by the worst
+        excess, until each chunk's own count is within its target (or the targets are down to 1).
+        """
+        margin = 0
+        while True:
+            aimed = sizing.lowered(margin)
+            ends = SentenceEnds(text)
+            breaks = _keep_fences_whole(ends, structure, aimed, measure)
+            spans = _Cutter(text, aimed, self.overlap, self.min_chunk_size, breaks, measure).cut(ends)
+            if self._tokens is None:
+                return spans, None
+            counts = self._tokens.count([text[start:end] for start, end, _ in spans])
+            excess = max(count - sizing.targets[block] for count, (_, _, block) in zip(counts, spans, strict=True))
+            if excess <= 0 or margin >= max(sizing.targets) - 1:
+                return spans, counts
+            margin = min(margin + excess, max(sizing.targets) - 1)
+
+    def _local_sizing(self, text: str, measure: CharacterMeasure) -> _Sizing:
         """Targets by block of paragraphs: each block's density is measured with its neighbours on both sides."""
-        starts = _paragraph_blocks(text, max(self.max_size, self.min_size, SECTION_BLOCK_MIN))
+        block = max(measure.chars(max(self.max_size, self.min_size)), SECTION_BLOCK_MIN)
+        starts = _paragraph_blocks(text, block)
         bounds = [*starts, len(text)]
         last = len(starts) - 1
         densities = [
@@ -262,14 +285,16 @@ class AdaptiveChunker(BaseChunker):
         return _Sizing(starts, [self.target_size(d) for d in densities], densities)
 
 
-def _keep_fences_whole(ends: SentenceEnds, structure: Structure, sizing: _Sizing) -> list[int]:
+def _keep_fences_whole(
+    ends: SentenceEnds, structure: Structure, sizing: _Sizing, measure: CharacterMeasure
+) -> list[int]:
     """Make headings and fence edges sentence ends, and each fenced block that fits its target one sentence.
 
     Returns the structural ends a chunk prefers to stop at: before a blank line, a heading or a fence,
     and after a fence.
     """
     targets = sizing.targets
-    whole = [(a, b) for a, b in structure.fences if b - a <= targets[sizing.block_at(a)]]
+    whole = [(a, b) for a, b in structure.fences if measure.size(a, b) <= targets[sizing.block_at(a)]]
     if structure.breaks or whole:
         ends.restructure(structure.breaks, whole)
     return drop_inside(sorted({*ends.paragraph_ends, *structure.breaks}), whole)
@@ -308,6 +333,12 @@ class _Sizing:
     def block_at(self, position: int) -> int:
         return bisect_right(self.starts, position) - 1
 
+    def lowered(self, margin: int) -> _Sizing:
+        """The same blocks with every target ``margin`` lower (at least 1)."""
+        if margin == 0:
+            return self
+        return _Sizing(self.starts, [max(t - margin, 1) for t in self.targets], self.densities)
+
 
 _WORD_START = re.compile(r"(?<!\S)\S")
 _NON_SPACE = re.compile(r"\S")
@@ -329,8 +360,17 @@ class _Cutter:
     a character.
     """
 
-    def __init__(self, text: str, sizing: _Sizing, overlap: int, min_chunk_size: int, breaks: list[int]) -> None:
+    def __init__(
+        self,
+        text: str,
+        sizing: _Sizing,
+        overlap: int,
+        min_chunk_size: int,
+        breaks: list[int],
+        measure: CharacterMeasure = CHARACTERS,
+    ) -> None:
         self.text = text
+        self.measure = measure
         self.breaks = breaks
         self.sizing = sizing
         self.max_overlap = overlap
@@ -353,14 +393,16 @@ class _Cutter:
         fresh = False  # whether the open chunk holds text the previous chunk does not
         s = ends.start_after(0)  # the current sentence's start
         aim = self._aim if len(self.sizing.starts) > 1 else _one_target
+        ahead = self.measure.ahead
         while s < len(self.text):
             e = ends.first_after(s)
             while True:
-                if start is None or (not fresh and start + self.target <= s):
+                if start is None or (not fresh and ahead(start, self.target) <= s):
                     start, end, fresh = s, s, False
                     aim(start)
-                if e - start <= self.target:  # this sentence fits, and maybe more after it
-                    end, fresh = ends.last_within(start + self.target), True
+                limit = ahead(start, self.target)
+                if e <= limit:  # this sentence fits, and maybe more after it
+                    end, fresh = ends.last_within(limit), True
                     break
                 if fresh:
                     better = self._structural_end(ends, start, end)
@@ -371,7 +413,7 @@ class _Cutter:
                     start, fresh = self._next_start(start, end, e), False
                     aim(start)
                     continue
-                piece_end, s = self._cut_sentence(s, start + self.target)
+                piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
                 aim(start)
@@ -383,7 +425,7 @@ class _Cutter:
     def _structural_end(self, ends: SentenceEnds, start: int, end: int) -> int:
         """The last structural end in ``[start + STRUCTURE_SHARE * target, end]``, else ``end``."""
         breaks = self.breaks
-        lowest = start + int(self.target * STRUCTURE_SHARE)
+        lowest = self.measure.ahead(start, int(self.target * STRUCTURE_SHARE))
         i = bisect_right(breaks, end) - 1
         while i >= 0 and breaks[i] >= lowest:
             if breaks[i] > start and ends.is_end(breaks[i]):
@@ -399,13 +441,14 @@ class _Cutter:
         """
         if self.overlap == 0:
             return None
-        lowest = max(end - self.overlap, start + 1)
-        fitting = max(lowest, next_end - self.target)
+        measure = self.measure
+        lowest = max(measure.back(end, self.overlap), start + 1)
+        fitting = max(lowest, measure.back(next_end, self.target))
         word = _WORD_START.search(self.text, fitting, end) if fitting < end else None
         if word is not None:
             return word.start()
         following = _NON_SPACE.search(self.text, end)
-        if following is not None and next_end - following.start() <= self.target:
+        if following is not None and next_end <= measure.ahead(following.start(), self.target):
             return None  # no overlap lets the next sentence fit, and it fits alone
         word = _WORD_START.search(self.text, lowest, end) if lowest < end else None
         if word is not None:
@@ -427,10 +470,15 @@ class _Cutter:
         return piece_end, rest.start() if rest else len(text)
 
     def _merge_short_tail(self, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-        """A final chunk adding fewer than ``min_chunk_size`` new characters joins the one before (and its target)."""
+        """A final chunk adding fewer than ``min_chunk_size`` new characters joins the one before (and its target).
+
+        In tokens only when the merged chunk stays within that target: the bound in tokens is hard.
+        """
         if len(chunks) < 2:
             return chunks
         (prev_start, prev_end, block), (_, last_end, _) = chunks[-2], chunks[-1]
-        if len(self.text[prev_end:last_end].strip()) < self.min_chunk_size:
+        if len(self.text[prev_end:last_end].strip()) < self.min_chunk_size and (
+            not self.measure.hard or self.measure.size(prev_start, last_end) <= self.sizing.targets[block]
+        ):
             chunks[-2:] = [(prev_start, last_end, block)]
         return chunks

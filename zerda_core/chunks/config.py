@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zerda_core.chunks.tokens import TokenCounter, load_tokenizer
+
 DENSITY_SCOPES = ("document", "section")
+SIZE_UNITS = ("characters", "tokens")
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,12 @@ class ChunkConfig:
 
     ``density_scope``: ``document`` (the reference page: one density, one target per document)
     or ``section`` (opt-in: the density of the paragraphs around each chunk sets its target).
+
+    ``size_unit``: ``characters`` (the reference page) or ``tokens``: base, min, max and overlap
+    count the tokens of ``tokenizer`` (a ``tokenizer.json`` path or ``package:NAME/PATH``,
+    see :mod:`zerda_core.chunks.tokens`), and no chunk exceeds its target in tokens (unless the
+    target is smaller than one character's own tokens: such a chunk holds that one character).
+    ``min_chunk_size`` stays in characters in both units: it rejects near-empty documents.
     """
 
     adaptive_base_size: int = 512
@@ -29,6 +38,8 @@ class ChunkConfig:
     adaptive_technical_threshold: float = 0.5
     min_chunk_size: int = 100
     density_scope: str = "document"
+    size_unit: str = "characters"
+    tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
@@ -42,6 +53,20 @@ class ChunkConfig:
             "a number in [0, 1]",
         )
         _require(self.density_scope in DENSITY_SCOPES, "density_scope", "one of " + ", ".join(DENSITY_SCOPES))
+        _require(self.size_unit in SIZE_UNITS, "size_unit", "one of " + ", ".join(SIZE_UNITS))
+        if self.size_unit == "characters":
+            _require(self.tokenizer is None, "tokenizer", "unset (None) when size_unit is characters")
+            return
+        tokenizer = self.tokenizer
+        _require(isinstance(tokenizer, str) and tokenizer.strip() != "", "tokenizer", "a tokenizer.json path")
+        try:
+            self.token_counter()
+        except ValueError as err:
+            raise ValueError(f"ChunkConfig.tokenizer: {err}") from err
+
+    def token_counter(self) -> TokenCounter | None:
+        """The loaded tokenizer (cached per process) when sizes are in tokens, else ``None``."""
+        return None if self.tokenizer is None else load_tokenizer(self.tokenizer)
 
     @classmethod
     def from_sizes(
@@ -54,6 +79,8 @@ class ChunkConfig:
         technical_threshold: float = 0.5,
         min_chunk_size: int = 100,
         density_scope: str = "document",
+        size_unit: str = "characters",
+        tokenizer: str | None = None,
     ) -> ChunkConfig:
         """The config for the short names the chunker's keywords and the YAML use: the one place they map."""
         return cls(
@@ -64,6 +91,8 @@ class ChunkConfig:
             adaptive_technical_threshold=technical_threshold,
             min_chunk_size=min_chunk_size,
             density_scope=density_scope,
+            size_unit=size_unit,
+            tokenizer=tokenizer,
         )
 
     def size_warning(self) -> str | None:
