@@ -431,6 +431,8 @@ def assert_refused(argv: list[str], output: Path, words: list[str], capsys: pyte
         ("chunking:\n  base_size: -512\n", ["chunking.base_size", "-512"]),
         ("chunking:\n  min_size: 0\n", ["chunking.min_size", "positive integer"]),
         ("chunking:\n  min_chunk_size: -1\n", ["chunking.min_chunk_size", ">= 0"]),
+        ("chunking:\n  max_size: 3000000000\n", ["max_size", "[1, 2147483647]"]),  # Arrow's int32 sizes
+        ("chunking:\n  base_size: 100000000000\n", ["base_size", "[1, 2147483647]"]),
         ("input:\n  max_document_chars: -5\n", ["input.max_document_chars"]),
         ("output:\n  max_rows_per_file: 0\n", ["output.max_rows_per_file"]),
         ("output:\n  bucket_width: 0\n", ["output.bucket_width", "(0, 1]", "0 (int)"]),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from zerda_core.chunks.tokens import TokenCounter, load_tokenizer
 
 DENSITY_SCOPES = ("document", "section")
+MAX_SIZE = 2**31 - 1  # sizes and counts are stored as Arrow int32
 SIZE_UNITS = ("characters", "tokens")
 
 
@@ -43,9 +44,9 @@ class ChunkConfig:
 
     def __post_init__(self) -> None:
         for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
-            _require(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "a positive integer")
-        _require(isinstance(self.overlap, int) and self.overlap >= 0, "overlap", "an integer >= 0")
-        _require(isinstance(self.min_chunk_size, int) and self.min_chunk_size >= 0, "min_chunk_size", "an integer >= 0")
+            _require(_is_size(getattr(self, name), 1), name, f"an integer in [1, {MAX_SIZE}]")
+        _require(_is_size(self.overlap, 0), "overlap", f"an integer in [0, {MAX_SIZE}]")
+        _require(_is_size(self.min_chunk_size, 0), "min_chunk_size", f"an integer in [0, {MAX_SIZE}]")
         threshold = self.adaptive_technical_threshold
         _require(
             isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0,
@@ -103,6 +104,10 @@ class ChunkConfig:
                 "every chunk target collapses to min_size"
             )
         return None
+
+
+def _is_size(value: object, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_SIZE
 
 
 def _require(ok: bool, name: str, what: str) -> None:
