@@ -13,9 +13,11 @@ fingerprint and zerda version, else the run is a full one and says why. Then::
                          │                                           summaries from the index ─► manifest
                          └─► new or changed: ChunkDocuments ─► rows ─► WriteChunks
     previous index ┐
-    hashes, rows ──┴─► CoGroupByKey per document ─► new index rows, change rows, change counts
+    hashes, rows ──┴─► CoGroupByKey per (source, doc id) ─► new index rows, change rows, change counts
 
 A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
+Changes are found per (source, doc id), all the documents that can share a chunk id, so one shuffle
+gives the final change rows (a group of one id repeated a million times in one file is held at once).
 Carried rows are re-staged as new files; the previous files are only read, and stay committed and
 readable until the commit replaces the dataset, so a failed or killed run leaves them whole.
 Limitation: each worker holds the previous index's keys and hashes in memory (about 200 bytes a document).
@@ -75,6 +77,11 @@ def content_hash(text: str) -> str:
 def document_key(source: str, record: int, doc_id: str) -> str:
     """One string per document: source and record as well as the id, so duplicate ids stay apart."""
     return f"{source}{_SEP}{record}{_SEP}{doc_id}"
+
+
+def id_key(source: str, doc_id: str) -> str:
+    """The documents of one id in one source: all that can share a chunk id (it hashes source and id)."""
+    return f"{source}{_SEP}{doc_id}"
 
 
 @dataclass(frozen=True)
@@ -159,9 +166,9 @@ class _Classify(beam.DoFn):
             _, bucket, chunks, chars, text_chars, overlap = known
             yield TaggedOutput(_CARRY, (bucket, (key, chunks)))
             yield TaggedOutput(_CARRIED_SUMMARY, (record.doc_id, {bucket: [chunks, chars, text_chars, overlap]}))
-            yield TaggedOutput(_HASH, (key, ("kept", digest)))
+            yield TaggedOutput(_HASH, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
             return
-        yield TaggedOutput(_HASH, (key, ("chunked", digest)))
+        yield TaggedOutput(_HASH, (id_key(record.source, record.doc_id), (record.record, "chunked", digest)))
         yield record
 
 
@@ -266,62 +273,62 @@ def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
 
 
 def _previous_index_rows(url: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    table = _read_table(url)
-    yield from zip(document_keys(table).to_pylist(), table.to_pylist(), strict=True)
+    for row in _read_table(url).to_pylist():
+        yield id_key(row["source"], row["doc_id"]), row
 
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
-    """One document's previous index row, its hash now and its new rows -> its index row, changes and count."""
-    _, grouped = element
-    before = next(iter(grouped["previous"]), None)
-    hashed = next(iter(grouped["hash"]), None)
-    rows = next(iter(grouped["rows"]), None)
-    now = None if rows is None or hashed is None else {**rows, "content_hash": hashed[1]}
-    if hashed is not None and hashed[0] == "kept":
-        assert before is not None  # only a document found in the previous index is kept
-        now = before
-    if now is not None:
-        yield [now]
-    old_ids = before["chunk_ids"] if before is not None else []
-    new_ids = now["chunk_ids"] if now is not None else []
-    kind = (
-        "removed"
-        if now is None
-        else "added"
-        if before is None
-        else "unchanged"
-        if (before["content_hash"], old_ids) == (now["content_hash"], new_ids)
-        else "changed"
-    )
-    if kind == "removed" and before is None:
-        return  # became a reject and was none before: no document either time
-    document = now if now is not None else before
-    assert document is not None
-    old_set, new_set = set(old_ids), set(new_ids)
-    where = {"doc_id": document["doc_id"], "source": document["source"], "record": document["record"]}
-    for chunk_id in new_set - old_set:
-        yield TaggedOutput(_CHANGES, (chunk_id, (1, where)))
-    for chunk_id in old_set - new_set:
-        yield TaggedOutput(_CHANGES, (chunk_id, (-1, where)))
-    yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
+    """The documents of one id in one source, before and now -> their index rows, change rows and counts.
 
-
-def _net_change(element: tuple[str, Iterable[tuple[int, dict[str, Any]]]]) -> Iterator[Any]:
-    """A chunk id gained or lost by some documents -> one change row, if the dataset as a whole gained or lost it.
-
-    A document whose key moved (a JSONL line shifted by a deletion above it) loses and gains the same
-    chunk ids: they cancel out, and downstream is not asked to re-embed them.
+    Chunk ids are compared over the whole group, not document by document: two copies of one text under
+    one id share chunk ids, so removing one copy removes no chunk the other still holds; and a document
+    whose record moved (a JSONL line shifted by a deletion above it) keeps its chunk ids, so downstream is
+    not asked to re-embed it.
     """
-    chunk_id, entries = element
-    entries = list(entries)
-    net = sum(sign for sign, _ in entries)
-    if net == 0:
-        return
-    sign = 1 if net > 0 else -1
-    where = next(where for s, where in entries if s == sign)
-    change = "added" if sign > 0 else "removed"
-    yield [{"chunk_id": chunk_id, **where, "change": change}]
-    yield TaggedOutput(_FACTS, Counter({f"chunks_{change}": 1}))
+    _, grouped = element
+    before = {row["record"]: row for row in grouped["previous"]}
+    hashed = {record: (kind, digest) for record, kind, digest in grouped["hash"]}
+    rows = {row["record"]: row for row in grouped["rows"]}
+    now: dict[int, dict[str, Any]] = {}
+    for record, (kind, digest) in hashed.items():
+        if kind == "kept":  # only a document found in the previous index is kept
+            now[record] = before[record]
+        elif record in rows:
+            now[record] = {**rows[record], "content_hash": digest}
+    for record in sorted(now):
+        yield [now[record]]
+    for record in sorted(before.keys() | now.keys()):
+        old, new = before.get(record), now.get(record)
+        if old is None and new is None:
+            continue  # a reject now and none before: no document either time
+        kind = "removed" if new is None else "added" if old is None else "unchanged" if _same(old, new) else "changed"
+        yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
+    old_holder, new_holder = _holders(before), _holders(now)
+    changes = []
+    for change, ids, holder in (
+        ("added", new_holder.keys() - old_holder.keys(), new_holder),
+        ("removed", old_holder.keys() - new_holder.keys(), old_holder),
+    ):
+        for chunk_id in sorted(ids):
+            document = holder[chunk_id]
+            where = {"doc_id": document["doc_id"], "source": document["source"], "record": document["record"]}
+            changes.append({"chunk_id": chunk_id, **where, "change": change})
+        if ids:
+            yield TaggedOutput(_FACTS, Counter({f"chunks_{change}": len(ids)}))
+    if changes:
+        yield TaggedOutput(_CHANGES, changes)
+
+
+def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return (old["content_hash"], old["chunk_ids"]) == (new["content_hash"], new["chunk_ids"])
+
+
+def _holders(documents: Mapping[int, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each chunk id -> the first document (by record) that holds it."""
+    holders: dict[str, Mapping[str, Any]] = {}
+    for record in sorted(documents, reverse=True):
+        holders.update(dict.fromkeys(documents[record]["chunk_ids"], documents[record]))
+    return holders
 
 
 def _add_changes(manifest: dict[str, Any], facts: Counter, previous: Previous) -> dict[str, Any]:
@@ -387,10 +394,7 @@ class ChunkIncrementally(beam.PTransform):
             | "CarryRows" >> beam.ParDo(_CarryRows(self._previous, output, self._run_id, compression))
         )
         new_rows = chunked.chunks | "IndexRow" >> beam.Map(  # before the shuffle: ids and counts, not texts
-            lambda rows: (
-                document_key(rows[0]["source"], rows[0]["record"], rows[0]["doc_id"]),
-                _index_row(rows, fingerprint),
-            )
+            lambda rows: (id_key(rows[0]["source"], rows[0]["doc_id"]), _index_row(rows, fingerprint))
         )
         previous_rows = (
             records.pipeline
@@ -406,18 +410,9 @@ class ChunkIncrementally(beam.PTransform):
         index_files = indexed.index | "WriteIndex" >> WriteRows(
             output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
         )
-        changes = (
-            indexed[_CHANGES]
-            | "ByChunkId" >> beam.GroupByKey()
-            | "NetChange" >> beam.FlatMap(_net_change).with_outputs(_FACTS, main="rows")
-        )
-        facts = (
-            (indexed[_FACTS], changes[_FACTS])
-            | "AllFacts" >> beam.Flatten()
-            | "CountChanges" >> beam.CombineGlobally(_sum_counters)
-        )
+        facts = indexed[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
         change_files = (
-            changes.rows
+            indexed[_CHANGES]
             | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows),
             records.pipeline
             | "Once" >> beam.Create([None])

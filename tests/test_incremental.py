@@ -152,6 +152,31 @@ def test_duplicate_ids_in_two_files_stay_distinct(tmp_path: Path) -> None:
     assert {r["source"].rsplit("/", 1)[1] for r in _table(output, "_changes")} == {"y.jsonl"}
 
 
+def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_loses(tmp_path: Path) -> None:
+    """Two identical lines (one id, one text) share chunk ids: deleting one lists no chunk as removed
+    while the other still holds it; editing one lists only the edit's chunks."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    twin = ("x", _doc(3))
+    _write_jsonl(corpus / "a.jsonl", [("keep", _doc(2)), twin, twin, twin])
+    run(_argv(corpus, output))
+    _write_jsonl(corpus / "a.jsonl", [("keep", _doc(2)), twin, ("x", _doc(3) + " Edited.")])  # -1 copy, 1 edited
+    manifest = run(_argv(corpus, output, "--incremental"))
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    live = {r["chunk_id"] for r in pq.read_table(output).to_pylist()}
+    changes = _table(output, "_changes")
+    removed = {r["chunk_id"] for r in changes if r["change"] == "removed"}
+    added = {r["chunk_id"] for r in changes if r["change"] == "added"}
+    assert not removed & live, "a chunk listed as removed is still in the output"
+    assert added <= live and added, "the edited copy's new chunks are listed"
+    edited = {r["chunk_id"] for r in pq.read_table(fresh).to_pylist() if r["record"] == 3}
+    assert added == edited - {r["chunk_id"] for r in pq.read_table(fresh).to_pylist() if r["record"] == 2}
+    assert manifest["changes"]["chunks_removed"] == len(removed) == 0  # the twin's chunks live on in line 2
+    counts = {k: v for k, v in manifest["changes"].items() if k.startswith("documents_")}
+    assert counts == {"documents_added": 0, "documents_changed": 1, "documents_removed": 1, "documents_unchanged": 2}
+
+
 def test_a_settings_change_runs_in_full_and_says_why(tmp_path: Path) -> None:
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     _corpus_v1(corpus)
