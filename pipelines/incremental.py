@@ -107,13 +107,26 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
         manifest = json.load(f)
     files = [entry["path"] for entry in manifest["output"]["files"]]
-    index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{INDEX_DIR}/"))
+    present = {posixpath.relpath(path, root) for path in fs.find(root)}
+    missing = [path for path in files if path not in present]
+    index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
+    if any(path in missing for path in index):
+        index = []  # changes are then listed against nothing: every chunk added, none removed
+    index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in index)
     chunk_files: dict[int, list[str]] = {}
     for path in files:
         if path.startswith(f"{PARTITION_COLUMN}="):
             bucket = int(path.split("/", 1)[0].split("=", 1)[1])
             chunk_files.setdefault(bucket, []).append(fs.unstrip_protocol(f"{root}/{path}"))
     carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index_files) or not chunk_files)
+    if missing and incremental:
+        carry, reason = (
+            False,
+            (
+                f"full run: the previous output is incomplete ({len(missing)} file(s) its manifest lists are gone,"
+                f" e.g. {missing[0]})" + ("" if index else "; without its index every chunk is listed as added")
+            ),
+        )
     return Previous(carry, reason, index_files, {b: tuple(paths) for b, paths in chunk_files.items()})
 
 

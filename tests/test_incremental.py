@@ -177,6 +177,24 @@ def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_lose
     assert counts == {"documents_added": 0, "documents_changed": 1, "documents_removed": 1, "documents_unchanged": 2}
 
 
+@pytest.mark.parametrize("gone", ["density_bucket=", "_index/"])
+def test_a_previous_output_missing_files_runs_in_full_and_says_why(gone: str, tmp_path: Path) -> None:
+    """A file of the previous output deleted by hand: the next runs are full ones (not failures, every night)."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    first = run(_argv(corpus, output))
+    victim = next(e["path"] for e in first["output"]["files"] if e["path"].startswith(gone))
+    (output / victim).unlink()
+    _corpus_v2(corpus)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    assert manifest["changes"]["incremental"] is False
+    assert manifest["changes"]["reason"].startswith("full run: the previous output is incomplete (1 file(s)")
+    assert victim in manifest["changes"]["reason"]
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True  # whole again
+
+
 def test_a_settings_change_runs_in_full_and_says_why(tmp_path: Path) -> None:
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     _corpus_v1(corpus)
