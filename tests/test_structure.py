@@ -12,7 +12,7 @@ from tests.common import DATA
 from tests.test_chunker_properties import structured_text
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
 from zerda_core.chunks.adaptive_chunker import STRUCTURE_SHARE
-from zerda_core.chunks.structure import find_structure
+from zerda_core.chunks.structure import TITLE_CHARS, find_structure
 
 GUIDE = (DATA / "guide.md").read_text(encoding="utf-8")
 # Independent of the chunker's scan: a fenced block from its opening line to a closing line of the same mark.
@@ -60,6 +60,17 @@ def test_rst_headings_give_nested_paths() -> None:
     section_of = {line: c.metadata.extra.get("section") for c in chunks for line in c.text.splitlines()}
     assert section_of["Clone the repository, then build it."] == "Guide > Install > From source"
     assert section_of["Run it."] == "Guide > Usage"
+
+
+def test_a_huge_heading_is_cut_in_the_path_each_chunk_carries() -> None:
+    """A 200 KB heading over a long body: each chunk's section stays a few hundred characters."""
+    text = "# " + "Title " * 40_000 + "\n\n## " + "Sub " * 25_000 + "\n\n" + "Body words go on. " * 3_000
+    chunker = AdaptiveChunker(min_size=200, max_size=1200, overlap=0)
+    chunks = chunker.chunk(text)
+    title, sub = ("Title " * 40_000)[:199] + "…", ("Sub " * 25_000)[:199] + "…"
+    assert chunks[-1].metadata.extra["section"] == f"{title} > {sub}"
+    assert all(len(c.metadata.extra.get("section", "")) <= 2 * TITLE_CHARS + 3 for c in chunks)
+    assert_chunk_contract(chunker, text, chunks)
 
 
 def test_plain_text_has_no_section_and_python_comments_inside_fences_are_not_headings() -> None:

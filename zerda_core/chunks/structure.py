@@ -10,6 +10,8 @@
   mark at least as long. Indented headings and fences are not recognised (their scan would cost
   a regex step at every line). An unclosed fence is no block. Headings inside
   blocks are ignored.
+
+A title in a heading path is cut to ``TITLE_CHARS`` characters (ending in "…"), so a chunk's path stays small.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _MARKS_AFTER_NEWLINE = re.compile(r"\n([=\-~^\"'`#*+:.])\1\1")
 _ATX_LINE = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE_LINE = re.compile(r"(`{3,}|~{3,})")
 SEPARATOR = " > "
+TITLE_CHARS = 200  # a title in a heading path: each chunk carries its path, so a huge heading is not copied whole
 
 
 @dataclass
@@ -75,7 +78,7 @@ def find_structure(text: str) -> Structure:
         start, level, title = heading
         while stack and stack[-1][0] >= level:
             stack.pop()
-        stack.append((level, title))
+        stack.append((level, title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"))
         found.heading_starts.append(start)
         found.paths.append(SEPARATOR.join(t for _, t in stack))
         if start > 0:
