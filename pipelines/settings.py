@@ -24,7 +24,7 @@ import yaml
 
 import zerda_core
 from zerda_core.chunks import AdaptiveChunker
-from zerda_core.chunks.config import DENSITY_SCOPES, SIZE_UNITS, ChunkConfig
+from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
 
 
 class SettingsError(ValueError):
@@ -53,6 +53,8 @@ def _one_of(*choices: str) -> _Rule:
 
 POSITIVE_INT = _Rule("int", lambda v: _is_int(v) and v > 0, "a positive integer")
 NON_NEGATIVE_INT = _Rule("int", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+SIZE = _Rule("int", lambda v: is_size(v, 1), f"an integer in [1, {MAX_SIZE}]")  # the library's rule for sizes
+LENGTH = _Rule("int", lambda v: is_size(v, 0), f"an integer in [0, {MAX_SIZE}]")
 UNIT_INTERVAL = _Rule("float", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
 BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
 NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
@@ -109,16 +111,16 @@ class ChunkingSettings(_Section):
     """How documents are cut; the sizes become zerda_core's ``ChunkConfig``."""
 
     SECTION: ClassVar[str] = "chunking"
-    base_size: int = _setting(512, POSITIVE_INT, "Target chunk size (in `size_unit`) at neutral density.")
-    min_size: int = _setting(100, POSITIVE_INT, "Target size for the densest text (density 1).")
-    max_size: int = _setting(1500, POSITIVE_INT, "Target size for the most narrative text (density 0).")
-    overlap: int = _setting(128, NON_NEGATIVE_INT, "Characters (or tokens) carried from one chunk into the next.")
+    base_size: int = _setting(512, SIZE, "Target chunk size (in `size_unit`) at neutral density.")
+    min_size: int = _setting(100, SIZE, "Target size for the densest text (density 1).")
+    max_size: int = _setting(1500, SIZE, "Target size for the most narrative text (density 0).")
+    overlap: int = _setting(128, LENGTH, "Characters (or tokens) carried from one chunk into the next.")
     technical_threshold: float = _setting(
         0.5, UNIT_INTERVAL, "Kept as in the reference API; density is continuous, so it does not move the cuts."
     )
     min_chunk_size: int = _setting(
         100,
-        NON_NEGATIVE_INT,
+        LENGTH,
         "Documents shorter than this (in characters) are rejected; shorter tails join the chunk before.",
     )
     language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")

@@ -26,6 +26,9 @@ from zerda_core.chunks.config import ChunkConfig
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
+SIZE_RULE = "an integer in [1, 2147483647]"
+
+
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "run.yaml"
     path.write_text(text, encoding="utf-8")
@@ -163,14 +166,14 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
         ({"chunking": {"base_sise": 3}}, "unknown key in chunking: 'base_sise' (did you mean 'base_size'?)"),
         ({"chunks": {}}, "unknown section: 'chunks' (did you mean 'chunking'?)"),
         ({"zzz": 1}, "unknown section: 'zzz' (known: chunking, input, output, enrich)"),
-        ({"chunking": {"base_size": "512"}}, "chunking.base_size must be a positive integer, got '512' (str)"),
-        ({"chunking": {"max_size": 1500.0}}, "chunking.max_size must be a positive integer, got 1500.0 (float)"),
-        ({"chunking": {"min_size": True}}, "chunking.min_size must be a positive integer, got True (bool)"),
-        ({"chunking": {"base_size": -5}}, "chunking.base_size must be a positive integer, got -5 (int)"),
-        ({"chunking": {"min_size": 0}}, "chunking.min_size must be a positive integer, got 0 (int)"),
-        ({"chunking": {"max_size": -1}}, "chunking.max_size must be a positive integer, got -1 (int)"),
-        ({"chunking": {"min_chunk_size": -1}}, "chunking.min_chunk_size must be an integer >= 0, got -1 (int)"),
-        ({"chunking": {"overlap": -1}}, "chunking.overlap must be an integer >= 0, got -1 (int)"),
+        ({"chunking": {"base_size": "512"}}, f"chunking.base_size must be {SIZE_RULE}, got '512' (str)"),
+        ({"chunking": {"max_size": 1500.0}}, f"chunking.max_size must be {SIZE_RULE}, got 1500.0 (float)"),
+        ({"chunking": {"min_size": True}}, "chunking.min_size must be an integer in [1, 2147483647], got True (bool)"),
+        ({"chunking": {"base_size": -5}}, "chunking.base_size must be an integer in [1, 2147483647], got -5 (int)"),
+        ({"chunking": {"min_size": 0}}, "chunking.min_size must be an integer in [1, 2147483647], got 0 (int)"),
+        ({"chunking": {"max_size": -1}}, "chunking.max_size must be an integer in [1, 2147483647], got -1 (int)"),
+        ({"chunking": {"min_chunk_size": -1}}, "chunking.min_chunk_size must be an integer in [0, 2147483647], got -1"),
+        ({"chunking": {"overlap": -1}}, "chunking.overlap must be an integer in [0, 2147483647], got -1 (int)"),
         (
             {"chunking": {"technical_threshold": 1.5}},
             "chunking.technical_threshold must be a number in [0, 1], got 1.5 (float)",
@@ -216,13 +219,13 @@ def test_every_problem_is_reported_at_once() -> None:
     lines = message.splitlines()
     assert len(lines) == 4
     assert any("chunking.overlap" in line for line in lines)
-    assert any("chunking.min_size must be a positive integer, got -2" in line for line in lines)
+    assert any("chunking.min_size must be an integer in [1, 2147483647], got -2" in line for line in lines)
     assert any("'typo'" in line for line in lines)
     assert any("output.bucket_width" in line for line in lines)
 
 
 def test_sections_validate_when_built_directly() -> None:
-    with pytest.raises(SettingsError, match=r"chunking\.overlap must be an integer >= 0"):
+    with pytest.raises(SettingsError, match=r"chunking\.overlap must be an integer in \[0, 2147483647\]"):
         ChunkingSettings(overlap=-3)
 
 
@@ -247,7 +250,7 @@ def test_yaml_error_names_the_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(SettingsError) as info:
         load_settings(path)
     assert str(path) in str(info.value)
-    assert "chunking.overlap must be an integer >= 0, got -4" in str(info.value)
+    assert "chunking.overlap must be an integer in [0, 2147483647], got -4" in str(info.value)
 
 
 def test_missing_config_is_a_settings_error(tmp_path: Path) -> None:
@@ -299,7 +302,7 @@ def test_reference_markdown_has_a_row_per_key() -> None:
     table = settings_reference_markdown().splitlines()
     assert table[0].startswith("| key | type | default |")
     assert len(table) == 2 + len(settings_reference())
-    assert "| `chunking.base_size` | int | `512` | a positive integer |" in table[2]
+    assert "| `chunking.base_size` | int | `512` | an integer in [1, 2147483647] |" in table[2]
 
 
 def test_cli_checks_configs_and_exits_2_on_a_bad_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -44,9 +44,9 @@ class ChunkConfig:
 
     def __post_init__(self) -> None:
         for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
-            _require(_is_size(getattr(self, name), 1), name, f"an integer in [1, {MAX_SIZE}]")
-        _require(_is_size(self.overlap, 0), "overlap", f"an integer in [0, {MAX_SIZE}]")
-        _require(_is_size(self.min_chunk_size, 0), "min_chunk_size", f"an integer in [0, {MAX_SIZE}]")
+            _require(is_size(getattr(self, name), 1), name, f"an integer in [1, {MAX_SIZE}]")
+        _require(is_size(self.overlap, 0), "overlap", f"an integer in [0, {MAX_SIZE}]")
+        _require(is_size(self.min_chunk_size, 0), "min_chunk_size", f"an integer in [0, {MAX_SIZE}]")
         threshold = self.adaptive_technical_threshold
         _require(
             isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0,
@@ -106,7 +106,8 @@ class ChunkConfig:
         return None
 
 
-def _is_size(value: object, low: int) -> bool:
+def is_size(value: object, low: int) -> bool:
+    """The one rule for a size (or overlap): an int (not a bool) in ``[low, MAX_SIZE]``."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_SIZE
 
 
