@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.errors import OutputError, UsageError
-from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, Lease, check_held
+from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, check_held
 from pipelines.io.write import StagedFile, hold_output, new_run_id
 from pipelines.options import parse_arguments
 from pipelines.rechunk import build_parser, main, run
@@ -245,6 +245,16 @@ def test_a_dead_runs_lease_and_staging_do_not_block_the_next_run(lease: dict, fi
     assert (finished / "_SUCCESS").exists()
 
 
+def test_a_lease_being_written_refuses_and_a_stale_one_is_broken(finished: Path) -> None:
+    """An empty lease file: another run between creating and writing it, unless it is old (then it is dead)."""
+    lease = finished / LEASE_FILE
+    lease.write_bytes(b"")
+    assert main(["--output", str(finished), "--quiet"]) == 2 and lease.read_bytes() == b""
+    old = time.time() - WRITING_SECONDS - 5
+    os.utime(lease, (old, old))
+    assert main(["--output", str(finished), "--quiet"]) == 0 and not lease.exists()
+
+
 def test_a_lease_that_cannot_be_read_is_not_broken(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A storage error reading the lease (here: a directory in its place) is no proof its run is dead."""
     (finished / LEASE_FILE).mkdir()
@@ -362,7 +372,8 @@ def test_runs_starting_at_the_same_instant_leave_exactly_one_holder(
         assert held and len(held) + len(refusals) == RACERS
         if start == "no-lease":
             assert len(held) == 1, [lease.run_id for lease in held]
-        assert all(" is in use by run 20260101T000000Z-racer" in r or " was just taken by run " in r for r in refusals)
+        expected = (" is in use by run 20260101T000000Z-racer", " was just taken by run ", " is being taken by")
+        assert all(any(words in r for words in expected) for r in refusals), refusals
         committers = []
         for lease in held:
             with contextlib.suppress(OutputError):

@@ -7,10 +7,12 @@ it back and goes on only if it holds its own run id, which also catches a filesy
 mode. A second run finds the lease and refuses with :class:`OutputError` naming the holder.
 
 A lease whose run is dead does not block: dead means a heartbeat older than ``STALE_SECONDS``, or the
-same host and a pid that no longer runs. The next run removes it, takes its own and deletes the staging
-that dead runs left (:func:`dead_staging`). Two runs breaking the same dead lease at once can both
-believe they hold it: the commit checks the lease again (:func:`check_held`) before it touches the
-dataset, so only the last one commits and the other fails cleanly.
+same host and a pid that no longer runs; a file that is no lease (empty, half-written, not JSON) once
+it is ``WRITING_SECONDS`` old (younger, its run may be writing it: refused). The next run removes it,
+takes its own and deletes the staging that dead runs left (:func:`dead_staging`). Two runs breaking
+the same dead lease at once can both believe they hold it: the commit checks the lease again
+(:func:`check_held`) before it touches the dataset, so only the last one commits and the other fails
+cleanly.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ log = logging.getLogger("zerda")
 LEASE_FILE = "_lease.json"
 HEARTBEAT_SECONDS = 15.0
 STALE_SECONDS = 300.0  # twenty missed heartbeats: a launcher this late is stopped or cut off
+WRITING_SECONDS = 30.0  # a lease that is not one yet (empty, half-written) younger than this: its run is writing it
 _RUN_STARTED = "%Y%m%dT%H%M%SZ"  # how a run id starts (pipelines.io.write.new_run_id)
 
 
@@ -155,6 +158,8 @@ class Lease:
         """Take the lease, breaking a dead run's; OutputError naming the holder when a live run has it."""
         self._fs.makedirs(self._root, exist_ok=True)
         holder = read_holder(self._fs, self._root)
+        if holder == {} and self._age() < WRITING_SECONDS:  # another run's lease between its create and write
+            raise OutputError(f"output {self._root} is being taken by another run (its lease is being written)")
         if holder is not None:
             if not is_dead(holder):
                 raise OutputError(f"output {self._root} is in use by {describe(holder)}; wait for it or pick another")
@@ -164,6 +169,13 @@ class Lease:
             raise OutputError(f"output {self._root} was just taken by {describe(holder)}")
         self._beat = threading.Thread(target=self._heartbeat, name="zerda-lease", daemon=True)
         self._beat.start()
+
+    def _age(self) -> float:
+        """Seconds since the lease file was last written; infinite when the filesystem cannot say."""
+        try:
+            return _now() - self._fs.modified(self._path).timestamp()
+        except (OSError, NotImplementedError, ValueError, AttributeError):
+            return float("inf")
 
     def _break(self, holder: dict[str, Any]) -> None:
         """Remove a dead run's lease, unless it changed since it was read (its run came back, or another broke it)."""

@@ -56,6 +56,7 @@ import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindows
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
 from pipelines.io.lease import Lease, check_held, dead_staging
@@ -454,10 +455,14 @@ def _clear_previous(fs: AbstractFileSystem, root: str, keep: set[str], folders: 
 
 
 def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
+    """Local files are renamed. On an object store a move is a copy and a delete anyway: each file is copied
+    (one server-side copy), and the staged originals go with the staging folder in batched deletes
+    (``_clear_staging``), about half the requests of ``mv`` (which also checks and lists each file)."""
     for folder in {posixpath.dirname(f"{root}/{final}") for _, final in to_move}:
         fs.makedirs(folder, exist_ok=True)
+    place = fs.mv if isinstance(fs, LocalFileSystem) else fs.cp_file
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
-        list(pool.map(lambda move: fs.mv(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
+        list(pool.map(lambda move: place(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
 
 
 def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> None:
