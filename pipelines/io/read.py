@@ -9,7 +9,7 @@ into records, rejects and a report; the reports of a file's parts are added up i
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -17,7 +17,7 @@ from apache_beam.pvalue import PBegin, TaggedOutput
 
 from pipelines.io.expand import InputFile
 from pipelines.io.source import read_part
-from pipelines.io.split import plan_parts
+from pipelines.io.split import FilePart, plan_parts, spread_whole
 from pipelines.names import FILES, METRICS_NAMESPACE, RECORDS, REJECTS
 from pipelines.records import REJECT_REASONS, FileReport, Reject, SourceRecord
 from pipelines.settings import InputSettings
@@ -33,6 +33,9 @@ class ReadCorpus(beam.PTransform):
     One element per file, then a Reshuffle: without it the runner fuses the read with the
     ``Create`` and reads every file on one worker. The parts of the files are spread by a second
     Reshuffle; the records of a large compressed file, read by one worker, by a third, in batches.
+    That third branch joins the others in a Flatten, which the DirectRunner materialises (every
+    record copied between stages instead of fused with chunking): it is built only when the listing
+    holds such a file.
     """
 
     def __init__(self, files: Sequence[InputFile], settings: InputSettings, label: str | None = None) -> None:
@@ -49,8 +52,10 @@ class ReadCorpus(beam.PTransform):
             | "SpreadParts" >> beam.Reshuffle()
             | "ReadParts" >> beam.ParDo(_ReadPartFn(self._settings)).with_outputs(REJECTS, FILES, SPREAD, main=RECORDS)
         )
-        spread = read[SPREAD] | "SpreadRecords" >> beam.Reshuffle() | "Unbatch" >> beam.FlatMap(lambda batch: batch)
-        records = (read[RECORDS], spread) | "AllRecords" >> beam.Flatten()
+        records = read[RECORDS]
+        if any(spread_whole(file, self._settings) for file in self._files):  # else no Flatten: see the class doc
+            spread = read[SPREAD] | "SpreadRecords" >> beam.Reshuffle() | "Unbatch" >> beam.FlatMap(lambda b: b)
+            records = (records, spread) | "AllRecords" >> beam.Flatten()
         reports = read[FILES] | "PartReports" >> beam.GroupByKey() | "FileReports" >> beam.Map(_file_report)
         return CorpusRead(records, read[REJECTS], reports)
 
@@ -66,7 +71,7 @@ class CorpusRead(NamedTuple):
 class _ReadPartFn(beam.DoFn):
     """Reads one file part per element; counts records, files, bytes and rejects by reason.
 
-    Reports come out keyed by file, with the part's index, for ``_file_report``.
+    Reports come out keyed by source (the URL made encodable), with the part's index, for ``_file_report``.
     """
 
     def __init__(self, settings: InputSettings) -> None:
@@ -78,14 +83,14 @@ class _ReadPartFn(beam.DoFn):
         self._bytes_read = Metrics.counter(METRICS_NAMESPACE, "bytes_read")
         self._rejects = {reason: Metrics.counter(METRICS_NAMESPACE, f"rejects_{reason}") for reason in REJECT_REASONS}
 
-    def process(self, part: Any) -> Iterator[SourceRecord | TaggedOutput]:
+    def process(self, part: FilePart) -> Iterator[SourceRecord | TaggedOutput]:
         batch: list[SourceRecord] = []
         chars = 0
         for item in read_part(part, self._input):
             if isinstance(item, FileReport):
                 self._files_read.inc(1 if part.index == 0 else 0)
                 self._bytes_read.inc(item.bytes_read)
-                yield TaggedOutput(FILES, (part.file.url, (part.index, item)))
+                yield TaggedOutput(FILES, (item.source, (part.index, item)))  # a source Beam can encode
                 continue
             self._records_read.inc()
             if isinstance(item, Reject):

@@ -50,21 +50,31 @@ def plan_parts(file: InputFile, settings: InputSettings) -> list[FilePart]:
     A small file costs nothing here (its listed size decides); a large one is scanned (JSONL) or has its
     footer read (Parquet). Storage failures raise, so the runner retries.
     """
-    if file.size is None or file.size <= settings.split_bytes:
-        return [FilePart(file)]
-    fmt, compression = split_suffixes(file.url)
-    reader = reader_for(fmt, settings)
-    if reader not in (read_jsonl, read_parquet):  # a text file is one document: nothing to split or spread
-        return [FilePart(file)]
-    if compression:
-        return [FilePart(file, spread=True)]
-    if reader is read_jsonl:
-        ranges = _line_ranges(file.url, settings.split_bytes)
-    else:
-        ranges = _row_group_ranges(file.url, settings)
+    kind = _kind(file, settings)
+    if kind in ("whole", "spread"):
+        return [FilePart(file, spread=kind == "spread")]
+    ranges = _line_ranges(file.url, settings.split_bytes) if kind == "lines" else _row_group_ranges(file.url, settings)
     if len(ranges) < 2:
         return [FilePart(file)]
     return [FilePart(file, i, len(ranges), *limits) for i, limits in enumerate(ranges)]
+
+
+def spread_whole(file: InputFile, settings: InputSettings) -> bool:
+    """Whether ``file`` is read whole by one worker and its records spread: known from the listing alone."""
+    return _kind(file, settings) == "spread"
+
+
+def _kind(file: InputFile, settings: InputSettings) -> str:
+    """How a file is read: ``whole``, ``spread`` (whole, records spread), in ``lines`` or in ``row_groups``."""
+    if file.size is None or file.size <= settings.split_bytes:
+        return "whole"
+    fmt, compression = split_suffixes(file.url)
+    reader = reader_for(fmt, settings)
+    if reader not in (read_jsonl, read_parquet):  # a text file is one document: nothing to split or spread
+        return "whole"
+    if compression:
+        return "spread"
+    return "lines" if reader is read_jsonl else "row_groups"
 
 
 def _line_ranges(url: str, part_bytes: int) -> list[tuple[int, int, int]]:
