@@ -88,7 +88,8 @@ class _ReadPartFn(beam.DoFn):
         chars = 0
         for item in read_part(part, self._input):
             if isinstance(item, FileReport):
-                self._files_read.inc(1 if part.index == 0 else 0)
+                if part.index == 0:  # a file's first part counts it
+                    self._files_read.inc()
                 self._bytes_read.inc(item.bytes_read)
                 yield TaggedOutput(FILES, (item.source, (part.index, item)))  # a source Beam can encode
                 continue
