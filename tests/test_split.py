@@ -11,6 +11,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +194,19 @@ def test_split_job_gives_the_rows_of_the_unsplit_job(
     for name, entry in inputs.items():
         same = entry if name != "b.parquet" else {**entry, "bytes": whole_inputs[name]["bytes"]}
         assert same == whole_inputs[name], name  # a split Parquet's parts each fetch its footer: more bytes
+
+
+def test_two_worker_processes_both_chunk_one_split_file(tmp_path: Path) -> None:
+    """The point of splitting: one file's documents are chunked in both worker processes, not one.
+
+    Each worker's progress lines name its pid; read whole, one file's documents would all show one pid.
+    """
+    corpus = tmp_path / "one.jsonl"
+    corpus.write_bytes(b"\n".join(_line(n) for n in range(400)) + b"\n")
+    config = _config(tmp_path / "split.yaml", 2000)
+    command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(tmp_path / "out")]
+    command += ["--config", str(config), "--progress-seconds", "0.000001", *MULTI_PROCESS]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=True)
+    pids = set(re.findall(r"zerda\.progress: progress \(pid (\d+)\)", done.stderr))
+    assert len(pids) == 2, done.stderr[-3000:]
