@@ -47,16 +47,18 @@ def report(series: dict[str, Series], n_bytes: int, argv: list[str]) -> str:
     lines += [
         f"Code: {source_line(('pipelines', 'zerda_core'))}.",
         f"One uncompressed JSONL file of {n_bytes / 1e6:.0f} MB, read in `input.split_bytes` ranges"
-        f" ({split_mib} MiB, the default); {len(one.runs)} round(s), medians; wall time of the whole subprocess.",
+        f" ({split_mib} MiB, the default); {len(one.runs)} round(s), medians; wall time of the whole subprocess."
+        " Other work on the machine slows the 2-worker mode most: with a core taken, 2 workers cannot beat 1.",
         "",
-        "| mode | wall s (median) | MB/s | CPU s | chunks |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| mode | wall s (median) | MB/s | CPU s | cores busy with other work (max) | chunks |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for s in (one, two):
-        wall = s.median("wall_s")
-        chunks = s.runs[0].chunks
+        wall, cpu = s.median("wall_s"), s.median("cpu_s")
+        foreign = [run.foreign_cpu for run in s.runs if run.foreign_cpu is not None]
+        busy = f"{100 * max(foreign):.0f}%" if foreign else "?"
         lines.append(
-            f"| {s.mode.label} | {wall:.1f} | {n_bytes / 1e6 / wall:.2f} | {s.median('cpu_s'):.1f} | {chunks} |"
+            f"| {s.mode.label} | {wall:.1f} | {n_bytes / 1e6 / wall:.2f} | {cpu:.1f} | {busy} | {s.runs[0].chunks} |"
         )
     same = len({run.chunks for s in (one, two) for run in s.runs}) == 1
     verdict = "met" if ratio >= TARGET else "MISSED"
