@@ -37,6 +37,7 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_pipeline.py --mb 400 --files 64 --reps 3 --small-reps 2
 	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32
 	$(BIN)/python benchmarks/bench_commit.py --files 10000
+	$(BIN)/python benchmarks/bench_split.py --mb 400
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .

@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -92,10 +93,33 @@ def header(title: str, script: str, argv: Sequence[str], machine_extra: str = ""
     ]
 
 
+_SECTION = re.compile(r"<!-- ([\w-]+):begin -->\n.*?<!-- \1:end -->\n", re.S)
+
+
 def save(text: str, out: Path | None) -> None:
-    """Print the report and, when ``out`` is given, write it there."""
+    """Print the report and, when ``out`` is given, write it there.
+
+    The sections another script keeps in the same file (``save_section``) are carried over.
+    """
     print("\n" + text)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        previous = out.read_text(encoding="utf-8") if out.exists() else ""
+        sections = [m.group(0) for m in _SECTION.finditer(previous)]
+        out.write_text("\n".join([text.rstrip("\n") + "\n", *sections]), encoding="utf-8")
         print(f"bench: wrote {out}")
+
+
+def save_section(text: str, name: str, out: Path | None) -> None:
+    """Print a report that is one section of a results file and, when ``out`` is given, put it there:
+    in place of that section's previous run, else appended."""
+    print("\n" + text)
+    if not out:
+        return
+    block = f"<!-- {name}:begin -->\n{text.rstrip(chr(10))}\n<!-- {name}:end -->\n"
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    found = next((m for m in _SECTION.finditer(old) if m.group(1) == name), None)
+    new = old[: found.start()] + block + old[found.end() :] if found else old.rstrip("\n") + "\n\n" + block
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(new, encoding="utf-8")
+    print(f"bench: wrote {out}")

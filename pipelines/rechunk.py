@@ -49,7 +49,6 @@ from pipelines.io.write import (
 )
 from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest, check_accounting
-from pipelines.names import FILES, REJECTS
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url
@@ -145,7 +144,7 @@ def build_pipeline(
         fingerprint=settings.fingerprint,
     )
     chunked = read.records | "Incremental" >> incremental
-    rejects = (read[REJECTS], chunked.rejects) | "AllRejects" >> beam.Flatten()
+    rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
     written_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
     staged_chunks = (written_chunks, chunked.carried_files) | "AllChunkFiles" >> beam.Flatten()
@@ -153,7 +152,7 @@ def build_pipeline(
     manifest = {
         "summaries": chunked.summaries,
         "rejects": rejects,
-        "reports": read[FILES],
+        "reports": read.files,
     } | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )

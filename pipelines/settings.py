@@ -196,6 +196,12 @@ class InputSettings(_Section):
     max_file_bytes: int = _setting(
         10_000_000_000, POSITIVE_INT, "A compressed Parquet file decompressing past this (on temp disk) is `too_large`."
     )
+    split_bytes: int = _setting(
+        64 << 20,
+        POSITIVE_INT,
+        "Uncompressed JSONL (by lines) and Parquet (by row groups) files larger than this are read in parts of"
+        " about this size by several workers; a compressed file this large has its documents spread across them.",
+    )
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
     )
@@ -271,11 +277,13 @@ class Settings:
     def fingerprint(self) -> str:
         """Short hash of the settings and the zerda version: equal fingerprints, equal chunks.
 
-        ``output.incremental`` is left out: it changes how the rows are made, not the rows.
+        ``output.incremental`` and ``input.split_bytes`` are left out: they change how the rows are made,
+        not the rows.
         """
         settings = self.to_dict()
         del settings["output"]["incremental"]
         settings["chunking"] = self.chunking.identity()
+        del settings["input"]["split_bytes"]
         return _fingerprint(settings)
 
 

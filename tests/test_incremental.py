@@ -89,12 +89,21 @@ def _snapshot(output: Path) -> dict[str, bytes]:
     return {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in-memory", "2-worker-processes"])
+@pytest.mark.parametrize(
+    ("workers", "split"),
+    [([], False), (MULTI_PROCESS, False), (MULTI_PROCESS, True)],
+    ids=["in-memory", "2-worker-processes", "2-worker-processes-split-files"],
+)
 def test_incremental_run_equals_a_full_run_and_lists_the_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: list[str], split: bool
 ) -> None:
+    """With ``split``, the incremental runs read the JSONL files in parts of a few lines; the full run does not."""
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     monkeypatch.setenv("PYTHONPATH", str(REPO))
+    if split:
+        config = tmp_path / "split.yaml"
+        config.write_text("input:\n  split_bytes: 700\n", encoding="utf-8")
+        workers = [*workers, "--config", str(config)]
     _corpus_v1(corpus)
     first = run(_argv(corpus, output, *workers))
     assert first["changes"]["incremental"] is False

@@ -61,6 +61,7 @@ def test_defaults_are_the_documented_ones() -> None:
             "encoding_errors": "strict",
             "max_document_chars": 50_000_000,
             "max_file_bytes": 10_000_000_000,
+            "split_bytes": 64 << 20,
             "formats": {},
         },
         "output": {"bucket_width": 0.1, "compression": "zstd", "max_rows_per_file": 100_000, "incremental": False},
@@ -149,6 +150,7 @@ def test_fingerprint_follows_settings_and_version(monkeypatch: pytest.MonkeyPatc
     assert Settings().fingerprint == default
     assert Settings.from_dict({"chunking": {"overlap": 64}}).fingerprint != default
     assert Settings.from_dict({"input": {"encoding_errors": "replace"}}).fingerprint != default
+    assert Settings.from_dict({"input": {"split_bytes": 1}}).fingerprint == default  # how it is read, not the rows
     monkeypatch.setattr(zerda_core, "__version__", "999.0")
     assert Settings().fingerprint != default
 

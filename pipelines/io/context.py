@@ -20,6 +20,11 @@ MISSING = object()  # a field the record does not have (unlike one set to null)
 _SNIFF_BYTES = 8192
 
 
+def binary_head(head: bytes) -> bool:
+    """A NUL byte in a file's first bytes means a binary file matched by the glob, not text."""
+    return b"\x00" in head[:_SNIFF_BYTES]
+
+
 @dataclass
 class FileContext:
     """One file being read: turns values into SourceRecords or Rejects, and knows where it is."""
@@ -28,6 +33,8 @@ class FileContext:
     settings: InputSettings
     compression: str
     record: int = 0  # the record being read now: where an unreadable file broke
+    head: bool = True  # the stream starts at the file's head (a later part's does not, and is not sniffed)
+    row_groups: range | None = None  # the Parquet row groups to read: None for all
 
     def __post_init__(self) -> None:
         remember_credentials(self.file.url)  # this process scrubs them from its logs too
@@ -100,8 +107,8 @@ class FileContext:
         return text if isinstance(text, Reject) else self.document(record, doc_id, text)
 
     def binary_sniffed(self, stream: io.BufferedReader) -> Reject | None:
-        """A NUL byte at the start means a binary file matched by the glob, not text."""
-        if b"\x00" in stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]:
+        """A binary head (see ``binary_head``) is one ``not_text`` reject for the file."""
+        if self.head and binary_head(stream.peek(_SNIFF_BYTES)):
             return self.reject(0, self.name, "not_text", "binary content (NUL bytes) in a text file")
         return None
 

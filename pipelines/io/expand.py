@@ -12,8 +12,9 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -32,10 +33,12 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class InputFile:
-    """A corpus file: where it is, and its path relative to the glob root (the base of its ids)."""
+    """A corpus file: where it is, its path relative to the glob root (the base of its ids), and its
+    size as listed (None when the listing did not say), which decides whether it is split."""
 
     url: str
     relative_path: str
+    size: int | None = field(default=None, compare=False)
 
 
 def sample_corpus_glob() -> str:
@@ -131,16 +134,27 @@ def _expand(pattern: str) -> list[InputFile]:
     elif fs.isdir(path):
         root, matches = path, {path: {"type": "directory"}}
     elif fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path)):
-        return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1])]
+        try:
+            size = _size(fs.info(path))
+        except OSError:  # a broken symlink: the reader says so
+            size = None
+        return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1], size)]
     else:
         return []
     files = []
     for match, info in matches.items():
-        for file in fs.find(match) if info["type"] == "directory" else [match]:
+        found = fs.find(match, detail=True) if info["type"] == "directory" else {match: info}
+        for file, detail in found.items():
             relative = file[len(root) :].lstrip("/")
             if not any(part.startswith((".", "_")) for part in relative.split("/")):
-                files.append(InputFile(_url(fs, file), relative))
+                files.append(InputFile(_url(fs, file), relative, _size(detail)))
     return files
+
+
+def _size(info: dict[str, Any]) -> int | None:
+    """A listed file's size in bytes; None for what is not a plain file (or a listing without sizes)."""
+    size = info.get("size")
+    return size if info.get("type") == "file" and isinstance(size, int) else None
 
 
 def glob_root(path: str) -> str:

@@ -148,9 +148,10 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
         columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
         parquet = pq.ParquetFile(source, read_dictionary=columns)
         max_bytes = 4 * settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
-        row = 0
-        ctx.record = 1
-        for group in range(parquet.num_row_groups):
+        row = ctx.record  # rows before the part read
+        ctx.record = row + 1
+        groups = range(parquet.num_row_groups) if ctx.row_groups is None else ctx.row_groups
+        for group in groups:
             rows = _batch_rows(parquet.metadata.row_group(group), columns)
             for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):
                 texts = _values(batch.column(settings.text_field), max_bytes)

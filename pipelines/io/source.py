@@ -26,7 +26,8 @@ from smart_open.compression import compression_wrapper
 
 from pipelines.io.context import BUFFER_BYTES, FileContext
 from pipelines.io.expand import InputFile
-from pipelines.io.formats import reader_for, split_suffixes
+from pipelines.io.formats import read_jsonl, reader_for, split_suffixes
+from pipelines.io.split import FilePart
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import redact_url
 from pipelines.settings import InputSettings
@@ -37,7 +38,7 @@ class StorageError(OSError):
 
 
 def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord | Reject | FileReport]:
-    """Read one corpus file: each record as a SourceRecord or a Reject, then its FileReport last.
+    """Read one whole corpus file: each record as a SourceRecord or a Reject, then its FileReport last.
 
     Never raises for bad content. A file that breaks midway (truncated gzip, corrupt zstd or
     Parquet) keeps the records before the damage and adds one ``unreadable_file`` reject at
@@ -46,15 +47,28 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
     a stream read to its end, a little more for Parquet, which fetches its footer again.
     """
+    return read_part(FilePart(file), settings)
+
+
+def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord | Reject | FileReport]:
+    """Read one part of a file (:mod:`pipelines.io.split`) as :func:`read_file` reads a whole one.
+
+    A part of a split file reports what it read; the parts' reports added up are the file's: a JSONL
+    range fetches exactly its own bytes, so they add up to the file size. Only a whole file is an
+    ``empty`` reject when it holds no record (a split file always holds one).
+    """
+    file = part.file
     fmt, compression = split_suffixes(file.url)
-    ctx = FileContext(file, settings, compression)
+    reader = reader_for(fmt, settings)
+    byte_range = (part.start, part.stop) if part.stop is not None and reader is read_jsonl else None  # whole lines
+    groups = range(part.start, part.stop) if part.stop is not None and byte_range is None else None
+    ctx = FileContext(file, settings, compression, part.records_before, part.index == 0, groups)
     special = _not_regular(file.url)
     if special:
         message = f"not a regular file: {special}"
         yield ctx.reject(0, ctx.name, "unreadable_file", message)
         yield FileReport(ctx.source, 0, 1, message)
         return
-    reader = reader_for(fmt, settings)
     if reader is None:
         message = f"not a corpus file type: {fmt or 'no suffix'} (input.formats can map a suffix to a format)"
         yield ctx.reject(0, ctx.name, "not_text", message)
@@ -63,6 +77,9 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     emitted, error = 0, ""
     with fsspec.open(file.url, "rb") as raw:
         stored = _StorageStream(raw, file.url)
+        if byte_range is not None:
+            stored.seek(byte_range[0])
+            stored.remaining = byte_range[1] - byte_range[0]
         try:
             for item in reader(_decompressed(stored, compression), ctx):
                 emitted += 1
@@ -73,7 +90,7 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
             error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
             emitted += 1
             yield ctx.reject(ctx.record, ctx.name, "unreadable_file", f"file unreadable: {error}")
-    if emitted == 0:
+    if emitted == 0 and part.parts == 1:
         emitted = 1
         yield ctx.reject(0, ctx.name, "empty", "file holds no record")
     yield FileReport(ctx.source, stored.bytes_read, emitted, error)
@@ -98,13 +115,17 @@ def _not_regular(url: str) -> str | None:
 
 
 class _StorageStream(io.RawIOBase):
-    """The stored bytes of a file: counts them and marks storage failures as StorageError."""
+    """The stored bytes of a file: counts them and marks storage failures as StorageError.
+
+    ``remaining`` (None: no bound) bounds what is read, for a part that is a byte range of the file.
+    """
 
     def __init__(self, raw: IO[bytes], url: str) -> None:
         super().__init__()
         self._raw = raw
         self._url = url
         self.bytes_read = 0
+        self.remaining: int | None = None
 
     def readable(self) -> bool:
         return True
@@ -119,9 +140,12 @@ class _StorageStream(io.RawIOBase):
         return self._guard(self._raw.tell)
 
     def readinto(self, buffer: Any) -> int:
-        data = self._guard(self._raw.read, len(buffer))
+        wanted = len(buffer) if self.remaining is None else min(len(buffer), self.remaining)
+        data = self._guard(self._raw.read, wanted) if wanted else b""
         buffer[: len(data)] = data
         self.bytes_read += len(data)
+        if self.remaining is not None:
+            self.remaining -= len(data)
         return len(data)
 
     def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
