@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from benchmarks.scaffold import machine_line
 from benchmarks.bench_pipeline import child_env, synthetic_documents
+from benchmarks.scaffold import machine_line
 from pipelines.incremental import content_hash
 from pipelines.io.expand import expand_inputs
 from pipelines.io.source import read_file
