@@ -189,6 +189,24 @@ def test_non_regular_files_are_unreadable_file_rejects_and_never_hang(pattern: s
     assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (6, 1)
 
 
+# --- file names fsspec would read as URLs ---------------------------------------------------
+
+
+def test_file_names_with_double_colons_are_read_as_themselves(tmp_path: Path) -> None:
+    """``::`` is fsspec's URL chaining: ``notes::v2.jsonl`` must open that file, not ``notes``."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "good.jsonl").write_text(json.dumps({"id": "good", "text": PROSE}) + "\n", encoding="utf-8")
+    (corpus / "notes::v2.jsonl").write_text(json.dumps({"id": "notes", "text": PROSE}) + "\n", encoding="utf-8")
+    (corpus / "a::b::c.txt").write_text(PROSE, encoding="utf-8")
+    (corpus / "notes").write_text("a decoy the chained URL would open", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    assert {c["doc_id"] for c in read_chunks(output).to_pylist()} == {"good", "notes", "a::b::c.txt"}
+    assert [(Path(r["source"]).name, r["reason"]) for r in read_rejects(output)] == [("notes", "not_text")]
+
+
 # --- one file reached by several paths ----------------------------------------------------
 
 

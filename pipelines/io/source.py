@@ -42,7 +42,8 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     Never raises for bad content. A file that breaks midway (truncated gzip, corrupt zstd or
     Parquet) keeps the records before the damage and adds one ``unreadable_file`` reject at
     the record where it broke; a file that holds no record at all gives one ``empty`` reject.
-    Storage failures raise (``StorageError``, or the error opening the file).
+    A file that cannot be opened (gone since listing, no permission) is one ``unreadable_file``
+    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file).
     ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
     a stream read to its end, a little more for Parquet, which fetches its footer again.
     """
@@ -60,8 +61,15 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
         yield ctx.reject(0, ctx.name, "not_text", message)
         yield FileReport(ctx.source, 0, 1)
         return
+    try:
+        raw = _open(file.url)
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
+        reject = ctx.reject(0, ctx.name, "unreadable_file", f"cannot open the file: {type(err).__name__}: {err}")
+        yield reject
+        yield FileReport(ctx.source, 0, 1, reject.message)
+        return
     emitted, error = 0, ""
-    with fsspec.open(file.url, "rb") as raw:
+    with raw:
         stored = _StorageStream(raw, file.url)
         try:
             for item in reader(_decompressed(stored, compression), ctx):
@@ -79,10 +87,18 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     yield FileReport(ctx.source, stored.bytes_read, emitted, error)
 
 
+def _open(url: str) -> IO[bytes]:
+    """The stored bytes, opened through the file's filesystem with the URL as one path: ``fsspec.open``
+    would read a ``::`` in a file name (``notes::v2.jsonl``) as URL chaining and open another file."""
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    file: IO[bytes] = fsspec.filesystem(protocol).open(url, "rb")
+    return file
+
+
 def _not_regular(url: str) -> str | None:
     """What a local path is when it is not a regular file (opening a FIFO would wait for ever), else None.
 
-    A missing file is None: opening it raises, as for any file gone between listing and reading.
+    A missing file is None: opening it fails, an ``unreadable_file`` reject like any file gone since listing.
     """
     if "://" in url:
         return None  # object stores hold only objects
