@@ -140,6 +140,40 @@ def test_invalid_utf8_in_a_parquet_row_rejects_that_row_only(layout: str, tmp_pa
     assert_arrow_can_store(found)
 
 
+NESTED = {
+    "list": pa.array([["a", "b"], ["c"], []], pa.list_(pa.string())),
+    "struct": pa.array([{"x": "a"}, {"x": "b"}, {"x": None}]),
+    "map": pa.array([[("k", "a")], [("k", "b")], []], pa.map_(pa.string(), pa.string())),
+}
+
+
+@pytest.mark.parametrize("column", ["id", "text"])
+@pytest.mark.parametrize("kind", list(NESTED))
+def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(column: str, kind: str, tmp_path: Path) -> None:
+    """A nested id is no id (the default ``path/row``, as JSONL does); a nested text is missing_text, per row."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    plain = pa.array([f"{PROSE} row {i}." for i in range(3)])
+    table = pa.table(
+        {"id": NESTED[kind], "text": plain} if column == "id" else {"id": ["a", "b", "c"], "text": NESTED[kind]}
+    )
+    pq.write_table(table, corpus / "n.parquet")
+    (corpus / "good.jsonl").write_text(json.dumps({"id": "good", "text": PROSE}) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    rejects = sorted((r["record"], r["doc_id"], r["reason"]) for r in read_rejects(output))
+    if column == "id":
+        assert rejects == []
+        assert {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist()} == {
+            (1, "good"),
+            *((i, f"n.parquet/{i}") for i in (1, 2, 3)),
+        }
+    else:
+        assert rejects == [(1, "a", "missing_text"), (2, "b", "missing_text"), (3, "c", "missing_text")]
+    assert read_manifest(output)["counts"]["records_read"] == 4
+
+
 # --- files that are not regular files -----------------------------------------------------
 
 

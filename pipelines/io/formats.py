@@ -138,7 +138,8 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
             limit = settings.max_file_bytes
             yield ctx.reject(0, ctx.name, "too_large", f"decompresses to over {limit} bytes (input.max_file_bytes)")
             return
-        names = pq.ParquetFile(source).schema_arrow.names
+        schema = pq.ParquetFile(source).schema_arrow
+        names = schema.names
         if settings.text_field not in names:
             shown = bounded(", ".join(bounded(name, 80) for name in names))
             yield ctx.reject(
@@ -146,7 +147,8 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
             )
             return
         columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
-        parquet = pq.ParquetFile(source, read_dictionary=columns)
+        flat = [name for name in columns if _is_flat_bytes(schema.field(name).type)]  # nested: one value a row
+        parquet = pq.ParquetFile(source, read_dictionary=flat)
         max_bytes = 4 * settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
         row = 0
         ctx.record = 1
@@ -178,9 +180,19 @@ class _Oversize:
 def _batch_rows(group: pq.RowGroupMetaData, columns: list[str]) -> int:
     """Rows a batch may hold so that it spends about ``_PARQUET_BATCH_BYTES`` (at least one row)."""
     chunks = [group.column(i) for i in range(group.num_columns)]
-    size = sum(c.total_uncompressed_size for c in chunks if c.path_in_schema in columns)
+    size = sum(
+        c.total_uncompressed_size
+        for c in chunks
+        if any(c.path_in_schema == name or c.path_in_schema.startswith(f"{name}.") for name in columns)
+    )  # a nested column is stored as its leaves: ``id.list.element``
     per_row = size // max(1, group.num_rows) + 1
     return max(1, min(_PARQUET_BATCH_ROWS, _PARQUET_BATCH_BYTES // per_row))
+
+
+def _is_flat_bytes(kind: pa.DataType) -> bool:
+    """A string or binary column: the kinds pyarrow can keep dictionary-encoded (it refuses nested ones)."""
+    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    return any(is_kind(kind) for is_kind in kinds)
 
 
 def _values(array: pa.Array, max_bytes: int) -> list[object]:
