@@ -140,6 +140,34 @@ def test_invalid_utf8_in_a_parquet_row_rejects_that_row_only(layout: str, tmp_pa
     assert_arrow_can_store(found)
 
 
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_a_bom_at_the_start_of_a_parquet_value_is_kept_so_chunks_slice_it(dictionary: bool, tmp_path: Path) -> None:
+    """A BOM is a file's first bytes, never a value's: a value keeps its U+FEFF, and offsets slice the value."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    values = ["\ufeff" + PROSE * 4, "\ufeff\ufeff" + PROSE * 3, PROSE + "\ufeff"]
+    table = pa.table({"id": ["\ufeffa", "b", "c"], "text": values})
+    pq.write_table(table, corpus / "bom.parquet", use_dictionary=dictionary)
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output), "--config", str(small_chunks(tmp_path))])
+    assert code == 0, log[-3000:]
+    chunks = read_chunks(output).to_pylist()
+    assert {c["doc_id"] for c in chunks} == {"\ufeffa", "b", "c"}
+    for chunk in chunks:
+        value = values[chunk["record"] - 1]
+        assert chunk["text"] == value[chunk["start_char"] : chunk["end_char"]]
+    assert {c["text"][:2] for c in chunks if c["start_char"] == 0} == {"\ufeffT", "\ufeff\ufeff", "Th"}
+
+
+def small_chunks(root: Path) -> Path:
+    """A config whose chunks are small enough that a document gives several."""
+    config = root / "small.yaml"
+    config.write_text(
+        "chunking:\n  base_size: 120\n  min_size: 100\n  max_size: 150\n  overlap: 20\n", encoding="utf-8"
+    )
+    return config
+
+
 NESTED = {
     "list": pa.array([["a", "b"], ["c"], []], pa.list_(pa.string())),
     "struct": pa.array([{"x": "a"}, {"x": "b"}, {"x": None}]),

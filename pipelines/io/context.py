@@ -53,10 +53,11 @@ class FileContext:
             return without_surrogates(text)
         return self.reject(record, doc_id, "invalid_utf8", where, text)
 
-    def decode(self, data: bytes, record: int, doc_id: str) -> str | Reject:
-        """UTF-8 (a leading BOM dropped); invalid bytes rejected or replaced, as configured."""
+    def decode(self, data: bytes, record: int, doc_id: str, encoding: str = "utf-8-sig") -> str | Reject:
+        """UTF-8, a file's or line's leading BOM dropped (``utf-8``: a stored value, kept whole so that
+        offsets slice it); invalid bytes rejected or replaced, as configured."""
         try:
-            return data.decode("utf-8-sig", self.settings.encoding_errors)
+            return data.decode(encoding, self.settings.encoding_errors)
         except UnicodeDecodeError as err:
             around = data[max(0, err.start - 60) : err.end + 60].decode("utf-8", "backslashreplace")
             return self.reject(
@@ -77,7 +78,7 @@ class FileContext:
     def from_fields(self, record: int, raw_id: object, text: object, bad_input: object) -> SourceRecord | Reject:
         """A JSONL object's or Parquet row's id and text; ids may be strings or integers."""
         if isinstance(raw_id, bytes):  # a Parquet string column, read as bytes: decoded value by value
-            raw_id = self.decode(raw_id, record, self.default_id(record))
+            raw_id = self.decode(raw_id, record, self.default_id(record), "utf-8")
             if isinstance(raw_id, Reject):
                 return raw_id
         has_id = (isinstance(raw_id, str) and raw_id != "") or (
@@ -90,7 +91,7 @@ class FileContext:
                 return checked
             doc_id = checked
         if isinstance(text, bytes):  # decoded from UTF-8: no surrogate can be in it
-            text = self.decode(text, record, doc_id)
+            text = self.decode(text, record, doc_id, "utf-8")
         elif isinstance(text, str):
             text = self.surrogate_free(text, record, doc_id, "text")
         else:

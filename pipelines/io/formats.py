@@ -149,7 +149,7 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
         columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
         flat = [name for name in columns if _is_flat_bytes(schema.field(name).type)]  # nested: one value a row
         parquet = pq.ParquetFile(source, read_dictionary=flat)
-        max_bytes = 4 * settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
+        max_bytes = 4 * settings.max_document_chars  # UTF-8 spends at most 4 bytes a character
         row = 0
         ctx.record = 1
         for group in range(parquet.num_row_groups):
