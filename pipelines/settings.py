@@ -169,7 +169,10 @@ class InputSettings(_Section):
     )
     max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
     max_file_bytes: int = _setting(
-        10_000_000_000, POSITIVE_INT, "A compressed Parquet file decompressing past this (on temp disk) is `too_large`."
+        10_000_000_000,
+        POSITIVE_INT,
+        "Bytes a compressed file may decompress to (a Parquet file is spooled to temp disk); past it, "
+        "the rest of the file is a `too_large` reject, the records before it kept.",
     )
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."

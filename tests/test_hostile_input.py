@@ -8,11 +8,14 @@ subprocess (peak RSS), regex cost with a subprocess given a generous timeout.
 
 from __future__ import annotations
 
+import gzip
 import json
+import lzma
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -349,6 +352,42 @@ def test_a_compressed_parquet_expanding_past_max_file_bytes_is_too_large(tmp_pat
     assert rejects_of(found) == [(0, "too_large")]
     assert "decompresses to over 1000000 bytes (input.max_file_bytes)" in found[0].message  # type: ignore[union-attr]
     assert len(items(path)) == 2001  # under the default bound every row is read
+
+
+def test_decompressing_past_max_file_bytes_stops_jsonl_and_text_with_too_large(tmp_path: Path) -> None:
+    """JSONL and text files are streamed, not spooled, but a small compressed file must not make a worker
+    decompress gigabytes: past ``input.max_file_bytes`` the rest of the file is one too_large reject."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    good = [json.dumps({"id": f"good-{i}", "text": PROSE}) for i in range(3)]
+    after = json.dumps({"id": "after", "text": PROSE})
+    bomb = "\n".join(good).encode() + b"\n" * 5_000_000 + after.encode() + b"\n"
+    (corpus / "a.jsonl.gz").write_bytes(gzip.compress(bomb))
+    (corpus / "c.txt.xz").write_bytes(lzma.compress(PROSE.encode() + b" " * 5_000_000))
+    (corpus / "small.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(json.dumps({"id": "small", "text": PROSE}).encode())
+    )
+    config = tmp_path / "bound.yaml"
+    config.write_text("input:\n  max_file_bytes: 1000000\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output), "--config", str(config)])
+    assert code == 0, log[-3000:]
+    rejects = {Path(r["source"]).name: r for r in read_rejects(output)}
+    assert {name: r["reason"] for name, r in rejects.items()} == dict.fromkeys(["a.jsonl.gz", "c.txt.xz"], "too_large")
+    assert rejects["a.jsonl.gz"]["record"] > 3  # the line it stopped at
+    for reject in rejects.values():
+        assert reject["message"].startswith("decompresses to over 1000000 bytes (input.max_file_bytes)")
+    assert {c["doc_id"] for c in read_chunks(output).to_pylist()} == {"good-0", "good-1", "good-2", "small"}
+    assert read_manifest(output)["counts"]["records_read"] == 3 + 1 + 1 + 1
+
+
+def test_a_long_run_of_empty_lines_is_cheap(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n" * 100_000_000 + json.dumps({"text": PROSE}).encode()))
+    started = time.monotonic()
+    found = items(path)
+    assert [(r.record, r.doc_id) for r in found if isinstance(r, SourceRecord)] == [(100_000_001, "a/100000001")]
+    assert time.monotonic() - started < 10  # it was a Python loop turn a line: 35 s
 
 
 _BOMB = """

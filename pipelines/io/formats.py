@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -78,9 +79,17 @@ def line_limit(max_chars: int) -> int:
 
 
 def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[tuple[int, bytes]]:
-    """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped."""
+    """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped.
+
+    A run of empty lines is skipped a buffer at a time (counted, not yielded): millions of them cost
+    what reading their bytes costs, not a Python loop turn each."""
     while True:
-        ctx.record += 1
+        ctx.record += 1  # the line being read: where the file broke, if it breaks now
+        ahead = stream.peek()
+        empty = len(ahead) - len(ahead.lstrip(b"\n"))
+        if empty:
+            ctx.record += len(stream.read(empty)) - 1
+            continue
         line = stream.readline(limit + 1)
         if not line:
             return
@@ -134,10 +143,6 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
     """
     settings = ctx.settings
     with _seekable(stream, ctx) as source:
-        if source is None:
-            limit = settings.max_file_bytes
-            yield ctx.reject(0, ctx.name, "too_large", f"decompresses to over {limit} bytes (input.max_file_bytes)")
-            return
         schema = pq.ParquetFile(source).schema_arrow
         names = schema.names
         if settings.text_field not in names:
@@ -214,23 +219,14 @@ def _values(array: pa.Array, max_bytes: int) -> list[object]:
 
 
 @contextmanager
-def _seekable(stream: io.BufferedReader, ctx: FileContext) -> Iterator[IO[bytes] | None]:
-    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB),
-    up to ``max_file_bytes``; None when it decompresses to more (a bomb, or a file to store as is)."""
+def _seekable(stream: io.BufferedReader, ctx: FileContext) -> Iterator[IO[bytes]]:
+    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB);
+    the stream itself stops at ``input.max_file_bytes`` (:mod:`pipelines.io.source`), so the spool does."""
     if not ctx.compression:
         yield stream
         return
-    limit = ctx.settings.max_file_bytes
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-        copied = 0
-        while data := stream.read(min(BUFFER_BYTES, limit + 1 - copied)):
-            copied += len(data)
-            if copied > limit:
-                break
-            spool.write(data)
-        if copied > limit:
-            yield None
-            return
+        shutil.copyfileobj(stream, spool, BUFFER_BYTES)
         spool.seek(0)
         yield spool
 
