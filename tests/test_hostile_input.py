@@ -104,6 +104,31 @@ def test_lone_surrogates_are_replaced_when_encoding_errors_is_replace(tmp_path: 
     assert_arrow_can_store(found)
 
 
+# --- integers longer than Python's int allows ----------------------------------------------
+
+
+def test_huge_json_integers_never_reject_a_record_nor_crash_the_job(tmp_path: Path) -> None:
+    """Python refuses to parse integers of over 4300 digits: one in a field zerda does not read must
+    not lose the record, one as the id is its digits (like any integer id), one as the text missing_text."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    huge = "9" * 5000
+    lines = [
+        f'{{"id": "a", "n": {huge}, "text": "{PROSE}"}}',
+        f'{{"id": "b", "nested": [{{"m": -{huge}}}], "text": "{PROSE}"}}',
+        f'{{"id": {huge}, "text": "{PROSE}"}}',
+        f'{{"id": "d", "text": {huge}}}',
+    ]
+    (corpus / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    assert {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist()} == {(1, "a"), (2, "b"), (3, huge)}
+    rejects = read_rejects(output)
+    assert [(r["record"], r["reason"]) for r in rejects] == [(4, "missing_text")]
+    assert rejects[0]["message"] == "record has 'text' = a int, not a string"  # as for a small integer
+
+
 # --- invalid UTF-8 in Parquet -------------------------------------------------------------
 
 

@@ -20,6 +20,10 @@ MISSING = object()  # a field the record does not have (unlike one set to null)
 _SNIFF_BYTES = 8192
 
 
+class BigInt(str):
+    """A JSON integer too long for Python's ``int``, as its digits: an id like any integer, never a text."""
+
+
 @dataclass
 class FileContext:
     """One file being read: turns values into SourceRecords or Rejects, and knows where it is."""
@@ -92,7 +96,7 @@ class FileContext:
             doc_id = checked
         if isinstance(text, bytes):  # decoded from UTF-8: no surrogate can be in it
             text = self.decode(text, record, doc_id, "utf-8")
-        elif isinstance(text, str):
+        elif isinstance(text, str) and not isinstance(text, BigInt):
             text = self.surrogate_free(text, record, doc_id, "text")
         else:
             field = bounded(self.settings.text_field)
@@ -108,4 +112,4 @@ class FileContext:
 
 
 def _kind(value: object) -> str:
-    return "null" if value is None else f"a {type(value).__name__}"
+    return "null" if value is None else f"a {'int' if isinstance(value, BigInt) else type(value).__name__}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.io.context import BUFFER_BYTES, MISSING, FileContext
+from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
 from pipelines.redact import bounded
 from pipelines.settings import InputSettings
@@ -102,7 +103,7 @@ def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[
 def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_int=_int_or_digits)
     except (ValueError, RecursionError) as err:
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}", shown)
     if not isinstance(obj, dict):
@@ -110,6 +111,13 @@ def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Rej
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
     return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)
+
+
+def _int_or_digits(digits: str) -> int | BigInt:
+    """A JSON integer; one too long for Python's ``int`` (``sys.get_int_max_str_digits``) stays its digits,
+    so a huge number in a field zerda does not read never rejects the record."""
+    limit = sys.get_int_max_str_digits()
+    return int(digits) if not limit or len(digits.lstrip("-")) <= limit else BigInt(digits)
 
 
 def read_text(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
