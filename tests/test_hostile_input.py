@@ -316,13 +316,31 @@ def test_a_file_reached_by_several_paths_is_read_once(tmp_path: Path) -> None:
         str(corpus),
     ]
     files = expand_inputs(patterns)
-    assert [f.url for f in files] == [f"{tmp_path}/alias/a.jsonl"]  # the first URL in sort order
+    assert [(f.url, f.relative_path) for f in files] == [(f"{corpus}/a.jsonl", "d/a.jsonl")]  # the broadest root
     output = tmp_path / "out"
     code, log = run_cli([arg for p in patterns for arg in ("--input", p)] + ["--output", str(output)])
     assert code == 0, log[-3000:]
     manifest = read_manifest(output)
     assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (1, 1)
     assert "path(s) reach a file listed already" in log
+
+
+def test_overlapping_inputs_give_the_same_rows_in_either_order(tmp_path: Path) -> None:
+    """A text file's id is its path relative to the root of the input that reached it: with the same file
+    under two roots, the broadest one names it, whichever input comes first."""
+    corpus = tmp_path / "c5"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "sub" / "t1.txt").write_text(PROSE, encoding="utf-8")
+    (corpus / "top.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    orders = [[str(corpus), f"{corpus}/sub/*"], [f"{corpus}/sub/*", str(corpus)]]
+    rows = []
+    for number, patterns in enumerate(orders):
+        output = tmp_path / f"out{number}"
+        code, log = run_cli([arg for p in patterns for arg in ("--input", p)] + ["--output", str(output)])
+        assert code == 0, log[-3000:]
+        rows.append(sorted((c["doc_id"], c["chunk_id"], c["text"]) for c in read_chunks(output).to_pylist()))
+    assert rows[0] == rows[1]
+    assert {row[0] for row in rows[0]} == {"sub/t1.txt", "top.jsonl/1"}
 
 
 # --- an output the input would read back --------------------------------------------------
