@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,14 +59,14 @@ BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number 
 NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
 BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
 CORPUS_FORMATS = ("jsonl", "text", "parquet")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")  # a file's last suffix; its format is the one before
 SUFFIX_FORMATS = _Rule(
     "map",
-    lambda v: (
-        isinstance(v, dict)
-        and all(isinstance(k, str) and k.startswith(".") and len(k) > 1 and f in CORPUS_FORMATS for k, f in v.items())
-    ),
-    "a mapping of file suffixes ('.html') to " + ", ".join(repr(f) for f in CORPUS_FORMATS),
+    lambda v: isinstance(v, dict) and all(isinstance(k, str) and f in CORPUS_FORMATS for k, f in v.items()),
+    "a mapping of single file suffixes ('.log', no compression suffix) to "
+    + ", ".join(repr(f) for f in CORPUS_FORMATS),
 )
+_SUFFIX = re.compile(r"\.[^\s./\\]+")  # one dot, then no dot, separator or space: what split_suffixes can find
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 
 
@@ -177,6 +178,18 @@ class InputSettings(_Section):
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
     )
+
+    def _cross_checks(self) -> list[str]:
+        """Each ``formats`` key that could never match a file, named (the map's types are the rule's)."""
+        if not SUFFIX_FORMATS.check(self.formats):
+            return []
+        return [
+            f"input.formats key {key!r} can never match a file: a key is one suffix such as '.log' (a dot, no"
+            " other dot, no space, not a compression suffix); a compressed file is matched by the suffix before"
+            " its compression suffix, so '.log' also reads app.log.gz"
+            for key in self.formats
+            if not _SUFFIX.fullmatch(key) or key.lower() in COMPRESSION_SUFFIXES
+        ]
 
 
 @dataclass(frozen=True)

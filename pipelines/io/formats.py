@@ -24,9 +24,8 @@ import pyarrow.parquet as pq
 from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
 from pipelines.redact import bounded
-from pipelines.settings import InputSettings
+from pipelines.settings import COMPRESSION_SUFFIXES, InputSettings
 
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 TEXT_SUFFIXES = (".txt", ".md", ".rst")
 PARQUET_SUFFIXES = (".parquet",)
