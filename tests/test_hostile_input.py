@@ -343,6 +343,20 @@ def test_overlapping_inputs_give_the_same_rows_in_either_order(tmp_path: Path) -
     assert {row[0] for row in rows[0]} == {"sub/t1.txt", "top.jsonl/1"}
 
 
+def test_an_existing_path_with_glob_characters_is_read_as_named(tmp_path: Path) -> None:
+    literal = tmp_path / "glob[1]*?.txt"
+    literal.write_text(PROSE, encoding="utf-8")
+    (tmp_path / "glob1-matched-by-the-glob.txt").write_text(PROSE + " Other.", encoding="utf-8")
+    folder = tmp_path / "d[x]"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "in-folder", "text": PROSE}) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(literal), "--input", str(folder), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    assert {c["doc_id"] for c in read_chunks(output).to_pylist()} == {"glob[1]*?.txt", "in-folder"}
+    assert run_cli(["--input", str(folder), "--output", str(folder / "out")])[0] == 2  # an output inside it
+
+
 # --- an output the input would read back --------------------------------------------------
 
 

@@ -110,7 +110,7 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
     if fs_in.protocol != fs_out.protocol:
         return
     local = isinstance(fs_in, LocalFileSystem)
-    has_magic = glob.has_magic(path_in)
+    has_magic = glob.has_magic(path_in) and not fs_in.exists(path_in)  # an existing path is read as named
     root = glob_root(path_in) if has_magic else path_in
     if local:
         real_root = os.path.realpath(root or "/")
@@ -132,12 +132,14 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
 
 
 def _expand(pattern: str) -> list[InputFile]:
+    """A pattern's files; a path that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
     fs, path = url_to_fs(pattern)
-    if glob.has_magic(path):
+    exists = fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path))
+    if glob.has_magic(path) and not exists:
         root, matches = glob_root(path), fs.glob(path, detail=True)
-    elif fs.isdir(path):
+    elif exists and fs.isdir(path):
         root, matches = path, {path: {"type": "directory"}}
-    elif fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path)):
+    elif exists:
         return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1])]
     else:
         return []
