@@ -101,8 +101,8 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
 def _open(url: str) -> IO[bytes]:
     """The stored bytes, opened through the file's filesystem with the URL as one path: ``fsspec.open``
     would read a ``::`` in a file name (``notes::v2.jsonl``) as URL chaining and open another file."""
-    protocol = url.split("://", 1)[0] if "://" in url else "file"
-    file: IO[bytes] = fsspec.filesystem(protocol).open(url, "rb")
+    cls = fsspec.get_filesystem_class(url.split("://", 1)[0] if "://" in url else "file")
+    file: IO[bytes] = cls(**cls._get_kwargs_from_urls(url)).open(url, "rb")  # what the URL names (abfs: its account)
     return file
 
 
