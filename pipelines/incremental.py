@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import posixpath
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -46,19 +45,25 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
-from pipelines.io.write import STAGED_KEY, StagedFile, WriteRows, _absolute_url
+from pipelines.io.write import (
+    STAGED_KEY,
+    EmptyFileIfNone,
+    StagedFile,
+    WriteRows,
+    _absolute_url,
+    stage_table,
+    staging_path,
+)
 from pipelines.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
     INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
-    REJECT_SUFFIX,
-    STAGING_DIR,
     SUCCESS_FILE,
 )
 from pipelines.records import SourceRecord
-from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REPEATED_COLUMNS
+from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA
 from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
@@ -207,7 +212,7 @@ class _CarryRows(beam.DoFn):
             if pc.all(keep).as_py():  # a file of carried documents only: copied as it is, not decoded
                 return _stage_copy(self._output, self._run_id, directory, url, len(keep))
             table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
-            return _stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
+            return stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
 
         with ThreadPoolExecutor(_CARRY_THREADS) as pool:  # Parquet reads, filters and writes release the GIL
             staged = [item for item in pool.map(carry, self._previous.chunk_files.get(bucket, ())) if item]
@@ -220,47 +225,14 @@ class _CarryRows(beam.DoFn):
             )
 
 
-def _staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple[Any, str, str]:
-    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder."""
-    fs, root = url_to_fs(output)
-    relative = f"{STAGING_DIR}/{run_id}/{directory}/part-{uuid.uuid4().hex}{suffix}"
-    path = f"{posixpath.normpath(root)}/{relative}"
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    return fs, path, relative
-
-
 def _stage_copy(output: str, run_id: str, directory: str, url: str, rows: int) -> StagedFile:
     """A previous file copied into staging (a server-side copy on object stores); the original stays."""
-    fs, path, relative = _staging_path(output, run_id, directory, CHUNK_SUFFIX)
+    fs, path, relative = staging_path(output, run_id, directory, CHUNK_SUFFIX)
     source_fs, source = url_to_fs(url)
     with source_fs.open(source, "rb") as f:  # the footer names the path the previous run staged it as
         written_as = ((pq.read_metadata(f).metadata or {}).get(STAGED_KEY, b"")).decode()
     fs.copy(source, path)
     return StagedFile(directory, relative, rows, written_as=written_as or relative)
-
-
-def _stage_table(
-    output: str, run_id: str, directory: str, table: pa.Table, suffix: str, compression: str
-) -> StagedFile:
-    """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
-    fs, path, relative = _staging_path(output, run_id, directory, suffix)
-    with fs.open(path, "wb") as f:
-        dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
-        marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
-        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary)
-    return StagedFile(directory, relative, table.num_rows)
-
-
-class _NoChanges(beam.DoFn):
-    """An empty ``_changes`` file when nothing changed, so that ``read_parquet('OUTPUT/_changes/*.pq')`` works."""
-
-    def __init__(self, output: str, run_id: str, compression: str) -> None:
-        self._output, self._run_id, self._compression = output, run_id, compression
-
-    def process(self, _: None, facts: Counter) -> Iterator[StagedFile]:
-        if not facts.get("chunks_added") and not facts.get("chunks_removed"):
-            empty = CHANGES_SCHEMA.empty_table()
-            yield _stage_table(self._output, self._run_id, CHANGES_DIR, empty, REJECT_SUFFIX, self._compression)
 
 
 def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
@@ -424,13 +396,11 @@ class ChunkIncrementally(beam.PTransform):
             output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
         )
         facts = indexed[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
-        change_files = (
+        change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
             indexed[_CHANGES]
-            | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows),
-            records.pipeline
-            | "Once" >> beam.Create([None])
-            | "NoChanges" >> beam.ParDo(_NoChanges(output, self._run_id, compression), beam.pvalue.AsSingleton(facts)),
-        ) | "AllChangeFiles" >> beam.Flatten()
+            | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)
+            | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
+        )
         summaries = (chunked.summaries, split[_CARRIED_SUMMARY]) | "AllSummaries" >> beam.Flatten()
         return IncrementalChunks(chunked.chunks, carried, chunked.rejects, summaries, index_files, change_files, facts)
 

@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,14 +62,14 @@ NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-emp
 OPTIONAL_NAME = _Rule("str", lambda v: v is None or NAME.check(v), "a non-empty string or null")
 BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
 CORPUS_FORMATS = ("jsonl", "text", "parquet")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")  # a file's last suffix; its format is the one before
 SUFFIX_FORMATS = _Rule(
     "map",
-    lambda v: (
-        isinstance(v, dict)
-        and all(isinstance(k, str) and k.startswith(".") and len(k) > 1 and f in CORPUS_FORMATS for k, f in v.items())
-    ),
-    "a mapping of file suffixes ('.html') to " + ", ".join(repr(f) for f in CORPUS_FORMATS),
+    lambda v: isinstance(v, dict) and all(isinstance(k, str) and f in CORPUS_FORMATS for k, f in v.items()),
+    "a mapping of single file suffixes ('.log', no compression suffix) to "
+    + ", ".join(repr(f) for f in CORPUS_FORMATS),
 )
+_SUFFIX = re.compile(r"\.[^\s./\\]+")  # one dot, then no dot, separator or space: what split_suffixes can find
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 
 
@@ -194,7 +195,10 @@ class InputSettings(_Section):
     )
     max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
     max_file_bytes: int = _setting(
-        10_000_000_000, POSITIVE_INT, "A compressed Parquet file decompressing past this (on temp disk) is `too_large`."
+        10_000_000_000,
+        POSITIVE_INT,
+        "Bytes a compressed file may decompress to (a Parquet file is spooled to temp disk); past it, "
+        "the rest of the file is a `too_large` reject, the records before it kept.",
     )
     split_bytes: int = _setting(
         64 << 20,
@@ -205,6 +209,18 @@ class InputSettings(_Section):
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
     )
+
+    def _cross_checks(self) -> list[str]:
+        """Each ``formats`` key that could never match a file, named (the map's types are the rule's)."""
+        if not SUFFIX_FORMATS.check(self.formats):
+            return []
+        return [
+            f"input.formats key {key!r} can never match a file: a key is one suffix such as '.log' (a dot, no"
+            " other dot, no space, not a compression suffix); a compressed file is matched by the suffix before"
+            " its compression suffix, so '.log' also reads app.log.gz"
+            for key in self.formats
+            if not _SUFFIX.fullmatch(key) or key.lower() in COMPRESSION_SUFFIXES
+        ]
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,14 @@ subprocess (peak RSS), regex cost with a subprocess given a generous timeout.
 
 from __future__ import annotations
 
+import gzip
 import json
+import lzma
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +104,31 @@ def test_lone_surrogates_are_replaced_when_encoding_errors_is_replace(tmp_path: 
     assert_arrow_can_store(found)
 
 
+# --- integers longer than Python's int allows ----------------------------------------------
+
+
+def test_huge_json_integers_never_reject_a_record_nor_crash_the_job(tmp_path: Path) -> None:
+    """Python refuses to parse integers of over 4300 digits: one in a field zerda does not read must
+    not lose the record, one as the id is its digits (like any integer id), one as the text missing_text."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    huge = "9" * 5000
+    lines = [
+        f'{{"id": "a", "n": {huge}, "text": "{PROSE}"}}',
+        f'{{"id": "b", "nested": [{{"m": -{huge}}}], "text": "{PROSE}"}}',
+        f'{{"id": {huge}, "text": "{PROSE}"}}',
+        f'{{"id": "d", "text": {huge}}}',
+    ]
+    (corpus / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    assert {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist()} == {(1, "a"), (2, "b"), (3, huge)}
+    rejects = read_rejects(output)
+    assert [(r["record"], r["reason"]) for r in rejects] == [(4, "missing_text")]
+    assert rejects[0]["message"] == "record has 'text' = a int, not a string"  # as for a small integer
+
+
 # --- invalid UTF-8 in Parquet -------------------------------------------------------------
 
 
@@ -138,6 +166,68 @@ def test_invalid_utf8_in_a_parquet_row_rejects_that_row_only(layout: str, tmp_pa
     assert len(records) == 597 and records[-1].record == 600 and records[-1].doc_id == "id-599"
     assert found[-1] == FileReport(str(path), found[-1].bytes_read, 600, "")
     assert_arrow_can_store(found)
+
+
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_a_bom_at_the_start_of_a_parquet_value_is_kept_so_chunks_slice_it(dictionary: bool, tmp_path: Path) -> None:
+    """A BOM is a file's first bytes, never a value's: a value keeps its U+FEFF, and offsets slice the value."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    values = ["\ufeff" + PROSE * 4, "\ufeff\ufeff" + PROSE * 3, PROSE + "\ufeff"]
+    table = pa.table({"id": ["\ufeffa", "b", "c"], "text": values})
+    pq.write_table(table, corpus / "bom.parquet", use_dictionary=dictionary)
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output), "--config", str(small_chunks(tmp_path))])
+    assert code == 0, log[-3000:]
+    chunks = read_chunks(output).to_pylist()
+    assert {c["doc_id"] for c in chunks} == {"\ufeffa", "b", "c"}
+    for chunk in chunks:
+        value = values[chunk["record"] - 1]
+        assert chunk["text"] == value[chunk["start_char"] : chunk["end_char"]]
+    assert {c["text"][:2] for c in chunks if c["start_char"] == 0} == {"\ufeffT", "\ufeff\ufeff", "Th"}
+
+
+def small_chunks(root: Path) -> Path:
+    """A config whose chunks are small enough that a document gives several."""
+    config = root / "small.yaml"
+    config.write_text(
+        "chunking:\n  base_size: 120\n  min_size: 100\n  max_size: 150\n  overlap: 20\n", encoding="utf-8"
+    )
+    return config
+
+
+NESTED = {
+    "list": pa.array([["a", "b"], ["c"], []], pa.list_(pa.string())),
+    "struct": pa.array([{"x": "a"}, {"x": "b"}, {"x": None}]),
+    "map": pa.array([[("k", "a")], [("k", "b")], []], pa.map_(pa.string(), pa.string())),
+}
+
+
+@pytest.mark.parametrize("column", ["id", "text"])
+@pytest.mark.parametrize("kind", list(NESTED))
+def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(column: str, kind: str, tmp_path: Path) -> None:
+    """A nested id is no id (the default ``path/row``, as JSONL does); a nested text is missing_text, per row."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    plain = pa.array([f"{PROSE} row {i}." for i in range(3)])
+    table = pa.table(
+        {"id": NESTED[kind], "text": plain} if column == "id" else {"id": ["a", "b", "c"], "text": NESTED[kind]}
+    )
+    pq.write_table(table, corpus / "n.parquet")
+    (corpus / "good.jsonl").write_text(json.dumps({"id": "good", "text": PROSE}) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    rejects = sorted((r["record"], r["doc_id"], r["reason"]) for r in read_rejects(output))
+    if column == "id":
+        assert rejects == []
+        assert {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist()} == {
+            (1, "good"),
+            *((i, f"n.parquet/{i}") for i in (1, 2, 3)),
+        }
+    else:
+        assert rejects == [(1, "a", "missing_text"), (2, "b", "missing_text"), (3, "c", "missing_text")]
+    assert read_manifest(output)["counts"]["records_read"] == 4
 
 
 # --- files that are not regular files -----------------------------------------------------
@@ -189,6 +279,24 @@ def test_non_regular_files_are_unreadable_file_rejects_and_never_hang(pattern: s
     assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (6, 1)
 
 
+# --- file names fsspec would read as URLs ---------------------------------------------------
+
+
+def test_file_names_with_double_colons_are_read_as_themselves(tmp_path: Path) -> None:
+    """``::`` is fsspec's URL chaining: ``notes::v2.jsonl`` must open that file, not ``notes``."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "good.jsonl").write_text(json.dumps({"id": "good", "text": PROSE}) + "\n", encoding="utf-8")
+    (corpus / "notes::v2.jsonl").write_text(json.dumps({"id": "notes", "text": PROSE}) + "\n", encoding="utf-8")
+    (corpus / "a::b::c.txt").write_text(PROSE, encoding="utf-8")
+    (corpus / "notes").write_text("a decoy the chained URL would open", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    assert {c["doc_id"] for c in read_chunks(output).to_pylist()} == {"good", "notes", "a::b::c.txt"}
+    assert [(Path(r["source"]).name, r["reason"]) for r in read_rejects(output)] == [("notes", "not_text")]
+
+
 # --- one file reached by several paths ----------------------------------------------------
 
 
@@ -208,13 +316,45 @@ def test_a_file_reached_by_several_paths_is_read_once(tmp_path: Path) -> None:
         str(corpus),
     ]
     files = expand_inputs(patterns)
-    assert [f.url for f in files] == [f"{tmp_path}/alias/a.jsonl"]  # the first URL in sort order
+    assert [(f.url, f.relative_path) for f in files] == [(f"{corpus}/a.jsonl", "d/a.jsonl")]  # the broadest root
     output = tmp_path / "out"
     code, log = run_cli([arg for p in patterns for arg in ("--input", p)] + ["--output", str(output)])
     assert code == 0, log[-3000:]
     manifest = read_manifest(output)
     assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (1, 1)
     assert "path(s) reach a file listed already" in log
+
+
+def test_overlapping_inputs_give_the_same_rows_in_either_order(tmp_path: Path) -> None:
+    """A text file's id is its path relative to the root of the input that reached it: with the same file
+    under two roots, the broadest one names it, whichever input comes first."""
+    corpus = tmp_path / "c5"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "sub" / "t1.txt").write_text(PROSE, encoding="utf-8")
+    (corpus / "top.jsonl").write_text(json.dumps({"text": PROSE}) + "\n", encoding="utf-8")
+    orders = [[str(corpus), f"{corpus}/sub/*"], [f"{corpus}/sub/*", str(corpus)]]
+    rows = []
+    for number, patterns in enumerate(orders):
+        output = tmp_path / f"out{number}"
+        code, log = run_cli([arg for p in patterns for arg in ("--input", p)] + ["--output", str(output)])
+        assert code == 0, log[-3000:]
+        rows.append(sorted((c["doc_id"], c["chunk_id"], c["text"]) for c in read_chunks(output).to_pylist()))
+    assert rows[0] == rows[1]
+    assert {row[0] for row in rows[0]} == {"sub/t1.txt", "top.jsonl/1"}
+
+
+def test_an_existing_path_with_glob_characters_is_read_as_named(tmp_path: Path) -> None:
+    literal = tmp_path / "glob[1]*?.txt"
+    literal.write_text(PROSE, encoding="utf-8")
+    (tmp_path / "glob1-matched-by-the-glob.txt").write_text(PROSE + " Other.", encoding="utf-8")
+    folder = tmp_path / "d[x]"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "in-folder", "text": PROSE}) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(literal), "--input", str(folder), "--output", str(output)])
+    assert code == 0, log[-3000:]
+    assert {c["doc_id"] for c in read_chunks(output).to_pylist()} == {"glob[1]*?.txt", "in-folder"}
+    assert run_cli(["--input", str(folder), "--output", str(folder / "out")])[0] == 2  # an output inside it
 
 
 # --- an output the input would read back --------------------------------------------------
@@ -269,6 +409,42 @@ def test_a_compressed_parquet_expanding_past_max_file_bytes_is_too_large(tmp_pat
     assert rejects_of(found) == [(0, "too_large")]
     assert "decompresses to over 1000000 bytes (input.max_file_bytes)" in found[0].message  # type: ignore[union-attr]
     assert len(items(path)) == 2001  # under the default bound every row is read
+
+
+def test_decompressing_past_max_file_bytes_stops_jsonl_and_text_with_too_large(tmp_path: Path) -> None:
+    """JSONL and text files are streamed, not spooled, but a small compressed file must not make a worker
+    decompress gigabytes: past ``input.max_file_bytes`` the rest of the file is one too_large reject."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    good = [json.dumps({"id": f"good-{i}", "text": PROSE}) for i in range(3)]
+    after = json.dumps({"id": "after", "text": PROSE})
+    bomb = "\n".join(good).encode() + b"\n" * 5_000_000 + after.encode() + b"\n"
+    (corpus / "a.jsonl.gz").write_bytes(gzip.compress(bomb))
+    (corpus / "c.txt.xz").write_bytes(lzma.compress(PROSE.encode() + b" " * 5_000_000))
+    (corpus / "small.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(json.dumps({"id": "small", "text": PROSE}).encode())
+    )
+    config = tmp_path / "bound.yaml"
+    config.write_text("input:\n  max_file_bytes: 1000000\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output), "--config", str(config)])
+    assert code == 0, log[-3000:]
+    rejects = {Path(r["source"]).name: r for r in read_rejects(output)}
+    assert {name: r["reason"] for name, r in rejects.items()} == dict.fromkeys(["a.jsonl.gz", "c.txt.xz"], "too_large")
+    assert rejects["a.jsonl.gz"]["record"] > 3  # the line it stopped at
+    for reject in rejects.values():
+        assert reject["message"].startswith("decompresses to over 1000000 bytes (input.max_file_bytes)")
+    assert {c["doc_id"] for c in read_chunks(output).to_pylist()} == {"good-0", "good-1", "good-2", "small"}
+    assert read_manifest(output)["counts"]["records_read"] == 3 + 1 + 1 + 1
+
+
+def test_a_long_run_of_empty_lines_is_cheap(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n" * 100_000_000 + json.dumps({"text": PROSE}).encode()))
+    started = time.monotonic()
+    found = items(path)
+    assert [(r.record, r.doc_id) for r in found if isinstance(r, SourceRecord)] == [(100_000_001, "a/100000001")]
+    assert time.monotonic() - started < 10  # it was a Python loop turn a line: 35 s
 
 
 _BOMB = """

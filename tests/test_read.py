@@ -632,14 +632,16 @@ class _BrokenFile(io.RawIOBase):
 
 def test_storage_failure_raises_for_a_retry_instead_of_a_reject(monkeypatch: pytest.MonkeyPatch) -> None:
     data = numbered_lines(50_000)  # over one read buffer, so the second read happens
-    monkeypatch.setattr(source.fsspec, "open", lambda url, mode: _BrokenFile(data))
+    monkeypatch.setattr(source, "_open", lambda url: _BrokenFile(data))
     with pytest.raises(StorageError, match=re.escape("reading /x/a.jsonl failed: ConnectionResetError")):
         list(read_file(InputFile("/x/a.jsonl", "a.jsonl"), InputSettings()))
 
 
-def test_missing_file_at_read_time_raises(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        list(read_file(InputFile(str(tmp_path / "gone.jsonl"), "gone.jsonl"), InputSettings()))
+def test_missing_file_at_read_time_is_an_unreadable_file_reject(tmp_path: Path) -> None:
+    found = list(read_file(InputFile(str(tmp_path / "gone.jsonl"), "gone.jsonl"), InputSettings()))
+    assert [(r.record, r.reason) for r in found if isinstance(r, Reject)] == [(0, "unreadable_file")]
+    assert found[0].message.startswith("cannot open the file: FileNotFoundError")  # type: ignore[union-attr]
+    assert found[-1] == FileReport(str(tmp_path / "gone.jsonl"), 0, 1, found[0].message)  # type: ignore[union-attr]
 
 
 # --- every record accounted for ------------------------------------------------------------

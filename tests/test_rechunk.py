@@ -65,6 +65,20 @@ def test_rejects_say_where_the_record_was(sample_output: Path) -> None:
     assert columns == ["source", "record", "doc_id", "reason", "message", "excerpt"]
 
 
+def test_a_run_without_rejects_writes_an_empty_rejects_file_the_documented_query_reads(tmp_path: Path) -> None:
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The river rises in the hills and runs to the sea. " * 8, encoding="utf-8")
+    output = tmp_path / "out"
+    assert main(["--input", str(corpus), "--output", str(output)]) == 0
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{output}/_rejects/*')").fetchall() == [(0,)]
+    described = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{output}/_rejects/*')").fetchall()
+    assert [c[0] for c in described] == ["source", "record", "doc_id", "reason", "message", "excerpt"]
+    manifest = read_manifest(output)
+    assert {"path": "_rejects/part-00000.pq", "rows": 0} in manifest["output"]["files"]
+    assert sum(manifest["counts"]["rejects"].values()) == 0
+
+
 def test_multi_processing_rerun_replaces_output_with_identical_rows(
     sample_output: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

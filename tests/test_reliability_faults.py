@@ -407,9 +407,7 @@ def test_storage_failure_while_reading_raises_storage_error_not_a_reject(
     """Through every decompressor and pyarrow, a failing read stays a StorageError: the runner retries
     the bundle instead of recording a good file as ``unreadable_file``."""
     data = _STORED[name]()
-    monkeypatch.setattr(
-        source.fsspec, "open", lambda url, mode: contextlib.nullcontext(_FailingRead(data, int(len(data) * where)))
-    )
+    monkeypatch.setattr(source, "_open", lambda url: _FailingRead(data, int(len(data) * where)))
     items: list[Any] = []
     with pytest.raises(StorageError, match=f"reading s3://bucket/{name} failed: OSError: .*reduce your request rate"):
         items.extend(read_file(InputFile(f"s3://bucket/{name}", name), InputSettings()))

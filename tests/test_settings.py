@@ -190,9 +190,17 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
         ({"input": {"encoding_errors": "ignore"}}, "input.encoding_errors must be one of 'strict', 'replace'"),
         ({"input": {"text_field": None}}, "input.text_field must be a non-empty string, got None (NoneType)"),
         ({"input": {"max_document_chars": -1}}, "input.max_document_chars must be a positive integer, got -1"),
-        ({"input": {"formats": {".html": "xml"}}}, "input.formats must be a mapping of file suffixes ('.html') to"),
-        ({"input": {"formats": {"html": "text"}}}, "input.formats must be a mapping of file suffixes"),
-        ({"input": {"formats": [".html"]}}, "input.formats must be a mapping of file suffixes"),
+        ({"input": {"formats": {".html": "xml"}}}, "input.formats must be a mapping of single file suffixes ('.log'"),
+        ({"input": {"formats": [".html"]}}, "input.formats must be a mapping of single file suffixes"),
+        (
+            {"input": {"formats": {"html": "text"}}},
+            "input.formats key 'html' can never match a file: a key is one suffix",
+        ),
+        ({"input": {"formats": {".log.gz": "text"}}}, "input.formats key '.log.gz' can never match a file"),
+        ({"input": {"formats": {".GZ": "text"}}}, "input.formats key '.GZ' can never match a file"),
+        ({"input": {"formats": {".html ": "text"}}}, "input.formats key '.html ' can never match a file"),
+        ({"input": {"formats": {".": "text"}}}, "input.formats key '.' can never match a file"),
+        ({"input": {"formats": {".a/b": "text"}}}, "input.formats key '.a/b' can never match a file"),
         ({"enrich": {"keywords": "yes"}}, "enrich.keywords must be true or false, got 'yes' (str)"),
         ({"enrich": {"top_k": 0}}, "enrich.top_k must be a positive integer, got 0 (int)"),
         ({"enrich": [1, 2]}, "enrich must be a mapping of keys, got [1, 2] (list)"),
@@ -423,3 +431,19 @@ def test_oversized_config_is_refused_unread(tmp_path: Path) -> None:
 def test_anchors_without_aliases_still_load(tmp_path: Path) -> None:
     path = write(tmp_path, "chunking: &c\n  base_size: 400\n")
     assert load_settings(path).chunking.base_size == 400
+
+
+def test_a_formats_key_that_can_never_match_stops_the_job_with_exit_2(tmp_path: Path) -> None:
+    """``{.log.gz: text}`` once validated and then made every ``app.log.gz`` a not_text reject."""
+    from tests.test_reliability_input import run_cli
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "app.log.gz").write_bytes(b"")
+    config = tmp_path / "formats.yaml"
+    config.write_text("input:\n  formats: {.log.gz: text}\n", encoding="utf-8")
+    output = tmp_path / "out"
+    code, log = run_cli(["--input", str(corpus), "--output", str(output), "--config", str(config)])
+    assert code == 2
+    assert "input.formats key '.log.gz' can never match a file" in log and "'.log' also reads app.log.gz" in log
+    assert not output.exists()

@@ -25,6 +25,10 @@ def binary_head(head: bytes) -> bool:
     return b"\x00" in head[:_SNIFF_BYTES]
 
 
+class BigInt(str):
+    """A JSON integer too long for Python's ``int``, as its digits: an id like any integer, never a text."""
+
+
 @dataclass
 class FileContext:
     """One file being read: turns values into SourceRecords or Rejects, and knows where it is."""
@@ -60,10 +64,11 @@ class FileContext:
             return without_surrogates(text)
         return self.reject(record, doc_id, "invalid_utf8", where, text)
 
-    def decode(self, data: bytes, record: int, doc_id: str) -> str | Reject:
-        """UTF-8 (a leading BOM dropped); invalid bytes rejected or replaced, as configured."""
+    def decode(self, data: bytes, record: int, doc_id: str, encoding: str = "utf-8-sig") -> str | Reject:
+        """UTF-8, a file's or line's leading BOM dropped (``utf-8``: a stored value, kept whole so that
+        offsets slice it); invalid bytes rejected or replaced, as configured."""
         try:
-            return data.decode("utf-8-sig", self.settings.encoding_errors)
+            return data.decode(encoding, self.settings.encoding_errors)
         except UnicodeDecodeError as err:
             around = data[max(0, err.start - 60) : err.end + 60].decode("utf-8", "backslashreplace")
             return self.reject(
@@ -84,7 +89,7 @@ class FileContext:
     def from_fields(self, record: int, raw_id: object, text: object, bad_input: object) -> SourceRecord | Reject:
         """A JSONL object's or Parquet row's id and text; ids may be strings or integers."""
         if isinstance(raw_id, bytes):  # a Parquet string column, read as bytes: decoded value by value
-            raw_id = self.decode(raw_id, record, self.default_id(record))
+            raw_id = self.decode(raw_id, record, self.default_id(record), "utf-8")
             if isinstance(raw_id, Reject):
                 return raw_id
         has_id = (isinstance(raw_id, str) and raw_id != "") or (
@@ -97,8 +102,8 @@ class FileContext:
                 return checked
             doc_id = checked
         if isinstance(text, bytes):  # decoded from UTF-8: no surrogate can be in it
-            text = self.decode(text, record, doc_id)
-        elif isinstance(text, str):
+            text = self.decode(text, record, doc_id, "utf-8")
+        elif isinstance(text, str) and not isinstance(text, BigInt):
             text = self.surrogate_free(text, record, doc_id, "text")
         else:
             field = bounded(self.settings.text_field)
@@ -114,4 +119,4 @@ class FileContext:
 
 
 def _kind(value: object) -> str:
-    return "null" if value is None else f"a {type(value).__name__}"
+    return "null" if value is None else f"a {'int' if isinstance(value, BigInt) else type(value).__name__}"

@@ -53,9 +53,10 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
     root, names starting with ``.`` or ``_`` are skipped, as Spark and Hive do, so that
     ``.DS_Store`` or a previous output's ``_manifest.json`` is never read as a document; a
     file named explicitly is always taken. A file reached by several paths (``d/a.jsonl``,
-    ``d/../d/a.jsonl``, ``d//a.jsonl``, a symlink, two overlapping globs) is read once, under
-    its first URL in sort order: local files are compared by their real path, others by URL
-    (on an object store ``d//a`` and ``d/../a`` name other keys). What is not a regular file
+    ``d/../d/a.jsonl``, ``d//a.jsonl``, a symlink, two overlapping globs) is read once, under a
+    path the order of the patterns cannot change (:func:`_preferred`): local files are compared
+    by their real path, others by URL (on an object store ``d//a`` and ``d/../a`` name other
+    keys). What is not a regular file
     (FIFO, socket, device, directory behind a symlink) is kept, and the reader rejects it as
     ``unreadable_file``, so the manifest accounts for it. Raises :class:`InputError` for a
     pattern that matches no file, or for an ``output`` whose chunks the patterns would read.
@@ -79,11 +80,17 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
         listed += len(files)
         for file in files:
             key = _identity(file.url)
-            if key not in found or file.url < found[key].url:
+            if key not in found or _preferred(file) < _preferred(found[key]):
                 found[key] = file
     if listed > len(found):
         log.info("%d path(s) reach a file listed already: each file is read once", listed - len(found))
     return sorted(found.values(), key=lambda f: f.url)
+
+
+def _preferred(file: InputFile) -> tuple[int, str, str]:
+    """Which of a file's paths is kept, whatever the order of the inputs: the one from the broadest root
+    (the relative path of most parts, so its ids say the most), then the first URL in sort order."""
+    return -file.relative_path.count("/"), file.url, file.relative_path
 
 
 def _identity(url: str) -> str:
@@ -106,7 +113,7 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
     if fs_in.protocol != fs_out.protocol:
         return
     local = isinstance(fs_in, LocalFileSystem)
-    has_magic = glob.has_magic(path_in)
+    has_magic = glob.has_magic(path_in) and not fs_in.exists(path_in)  # an existing path is read as named
     root = glob_root(path_in) if has_magic else path_in
     if local:
         real_root = os.path.realpath(root or "/")
@@ -128,12 +135,14 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
 
 
 def _expand(pattern: str) -> list[InputFile]:
+    """A pattern's files; a path that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
     fs, path = url_to_fs(pattern)
-    if glob.has_magic(path):
+    exists = fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path))
+    if glob.has_magic(path) and not exists:
         root, matches = glob_root(path), fs.glob(path, detail=True)
-    elif fs.isdir(path):
+    elif exists and fs.isdir(path):
         root, matches = path, {path: {"type": "directory"}}
-    elif fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path)):
+    elif exists:
         try:
             size = _size(fs.info(path))
         except OSError:  # a broken symlink: the reader says so

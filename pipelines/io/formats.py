@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,12 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.io.context import BUFFER_BYTES, MISSING, FileContext
+from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
 from pipelines.redact import bounded
-from pipelines.settings import InputSettings
+from pipelines.settings import COMPRESSION_SUFFIXES, InputSettings
 
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".xz")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 TEXT_SUFFIXES = (".txt", ".md", ".rst")
 PARQUET_SUFFIXES = (".parquet",)
@@ -78,9 +79,17 @@ def line_limit(max_chars: int) -> int:
 
 
 def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[tuple[int, bytes]]:
-    """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped."""
+    """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped.
+
+    A run of empty lines is skipped a buffer at a time (counted, not yielded): millions of them cost
+    what reading their bytes costs, not a Python loop turn each."""
     while True:
-        ctx.record += 1
+        ctx.record += 1  # the line being read: where the file broke, if it breaks now
+        ahead = stream.peek()
+        empty = len(ahead) - len(ahead.lstrip(b"\n"))
+        if empty:
+            ctx.record += len(stream.read(empty)) - 1
+            continue
         line = stream.readline(limit + 1)
         if not line:
             return
@@ -93,7 +102,7 @@ def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[
 def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_int=_int_or_digits)
     except (ValueError, RecursionError) as err:
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}", shown)
     if not isinstance(obj, dict):
@@ -101,6 +110,13 @@ def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Rej
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
     return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)
+
+
+def _int_or_digits(digits: str) -> int | BigInt:
+    """A JSON integer; one too long for Python's ``int`` (``sys.get_int_max_str_digits``) stays its digits,
+    so a huge number in a field zerda does not read never rejects the record."""
+    limit = sys.get_int_max_str_digits()
+    return int(digits) if not limit or len(digits.lstrip("-")) <= limit else BigInt(digits)
 
 
 def read_text(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
@@ -134,11 +150,8 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
     """
     settings = ctx.settings
     with _seekable(stream, ctx) as source:
-        if source is None:
-            limit = settings.max_file_bytes
-            yield ctx.reject(0, ctx.name, "too_large", f"decompresses to over {limit} bytes (input.max_file_bytes)")
-            return
-        names = pq.ParquetFile(source).schema_arrow.names
+        schema = pq.ParquetFile(source).schema_arrow
+        names = schema.names
         if settings.text_field not in names:
             shown = bounded(", ".join(bounded(name, 80) for name in names))
             yield ctx.reject(
@@ -146,8 +159,9 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
             )
             return
         columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
-        parquet = pq.ParquetFile(source, read_dictionary=columns)
-        max_bytes = 4 * settings.max_document_chars + len(_UTF8_BOM)  # UTF-8 spends at most 4 bytes a character
+        flat = [name for name in columns if _is_flat_bytes(schema.field(name).type)]  # nested: one value a row
+        parquet = pq.ParquetFile(source, read_dictionary=flat)
+        max_bytes = 4 * settings.max_document_chars  # UTF-8 spends at most 4 bytes a character
         row = ctx.record  # rows before the part read
         ctx.record = row + 1
         groups = range(parquet.num_row_groups) if ctx.row_groups is None else ctx.row_groups
@@ -179,9 +193,19 @@ class _Oversize:
 def _batch_rows(group: pq.RowGroupMetaData, columns: list[str]) -> int:
     """Rows a batch may hold so that it spends about ``_PARQUET_BATCH_BYTES`` (at least one row)."""
     chunks = [group.column(i) for i in range(group.num_columns)]
-    size = sum(c.total_uncompressed_size for c in chunks if c.path_in_schema in columns)
+    size = sum(
+        c.total_uncompressed_size
+        for c in chunks
+        if any(c.path_in_schema == name or c.path_in_schema.startswith(f"{name}.") for name in columns)
+    )  # a nested column is stored as its leaves: ``id.list.element``
     per_row = size // max(1, group.num_rows) + 1
     return max(1, min(_PARQUET_BATCH_ROWS, _PARQUET_BATCH_BYTES // per_row))
+
+
+def _is_flat_bytes(kind: pa.DataType) -> bool:
+    """A string or binary column: the kinds pyarrow can keep dictionary-encoded (it refuses nested ones)."""
+    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    return any(is_kind(kind) for is_kind in kinds)
 
 
 def _values(array: pa.Array, max_bytes: int) -> list[object]:
@@ -203,23 +227,14 @@ def _values(array: pa.Array, max_bytes: int) -> list[object]:
 
 
 @contextmanager
-def _seekable(stream: io.BufferedReader, ctx: FileContext) -> Iterator[IO[bytes] | None]:
-    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB),
-    up to ``max_file_bytes``; None when it decompresses to more (a bomb, or a file to store as is)."""
+def _seekable(stream: io.BufferedReader, ctx: FileContext) -> Iterator[IO[bytes]]:
+    """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB);
+    the stream itself stops at ``input.max_file_bytes`` (:mod:`pipelines.io.source`), so the spool does."""
     if not ctx.compression:
         yield stream
         return
-    limit = ctx.settings.max_file_bytes
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-        copied = 0
-        while data := stream.read(min(BUFFER_BYTES, limit + 1 - copied)):
-            copied += len(data)
-            if copied > limit:
-                break
-            spool.write(data)
-        if copied > limit:
-            yield None
-            return
+        shutil.copyfileobj(stream, spool, BUFFER_BYTES)
         spool.seek(0)
         yield spool
 

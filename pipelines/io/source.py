@@ -37,13 +37,20 @@ class StorageError(OSError):
     """The storage failed while a file was read (not its content): the runner retries."""
 
 
+class _OverMaxFileBytes(Exception):
+    """A compressed file decompressed past ``input.max_file_bytes``: its reader stops there."""
+
+
 def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord | Reject | FileReport]:
     """Read one whole corpus file: each record as a SourceRecord or a Reject, then its FileReport last.
 
     Never raises for bad content. A file that breaks midway (truncated gzip, corrupt zstd or
     Parquet) keeps the records before the damage and adds one ``unreadable_file`` reject at
     the record where it broke; a file that holds no record at all gives one ``empty`` reject.
-    Storage failures raise (``StorageError``, or the error opening the file).
+    A compressed file decompressing past ``input.max_file_bytes`` keeps the records before that
+    point and ends with one ``too_large`` reject.
+    A file that cannot be opened (gone since listing, no permission) is one ``unreadable_file``
+    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file).
     ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
     a stream read to its end, a little more for Parquet, which fetches its footer again.
     """
@@ -74,18 +81,30 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
         yield ctx.reject(0, ctx.name, "not_text", message)
         yield FileReport(ctx.source, 0, 1)
         return
+    try:
+        raw = _open(file.url)
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
+        reject = ctx.reject(0, ctx.name, "unreadable_file", f"cannot open the file: {type(err).__name__}: {err}")
+        yield reject
+        yield FileReport(ctx.source, 0, 1, reject.message)
+        return
     emitted, error = 0, ""
-    with fsspec.open(file.url, "rb") as raw:
+    with raw:
         stored = _StorageStream(raw, file.url)
         if byte_range is not None:
             stored.seek(byte_range[0])
             stored.remaining = byte_range[1] - byte_range[0]
         try:
-            for item in reader(_decompressed(stored, compression), ctx):
+            for item in reader(_decompressed(stored, compression, settings.max_file_bytes), ctx):
                 emitted += 1
                 yield item
         except StorageError:
             raise
+        except _OverMaxFileBytes:  # a decompression bomb, or a file too big to read: what came before is kept
+            emitted += 1
+            limit = settings.max_file_bytes
+            message = f"decompresses to over {limit} bytes (input.max_file_bytes): the rest is not read"
+            yield ctx.reject(ctx.record, ctx.name, "too_large", message)
         except Exception as err:  # any damage in a file's content: a reject, never a crashed job
             error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
             emitted += 1
@@ -96,10 +115,18 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
     yield FileReport(ctx.source, stored.bytes_read, emitted, error)
 
 
+def _open(url: str) -> IO[bytes]:
+    """The stored bytes, opened through the file's filesystem with the URL as one path: ``fsspec.open``
+    would read a ``::`` in a file name (``notes::v2.jsonl``) as URL chaining and open another file."""
+    cls = fsspec.get_filesystem_class(url.split("://", 1)[0] if "://" in url else "file")
+    file: IO[bytes] = cls(**cls._get_kwargs_from_urls(url)).open(url, "rb")  # what the URL names (abfs: its account)
+    return file
+
+
 def _not_regular(url: str) -> str | None:
     """What a local path is when it is not a regular file (opening a FIFO would wait for ever), else None.
 
-    A missing file is None: opening it raises, as for any file gone between listing and reading.
+    A missing file is None: opening it fails, an ``unreadable_file`` reject like any file gone since listing.
     """
     if "://" in url:
         return None  # object stores hold only objects
@@ -162,22 +189,33 @@ class _StepwiseStream(io.RawIOBase):
     buffer) calls it several times; when one call fails on damage, what the earlier calls decoded
     is dropped with the error. Through ``read1`` every byte decoded before the damage reaches the
     reader first, so a truncated or corrupt file keeps all its whole records before the damage.
+    Past ``limit`` decompressed bytes it raises :class:`_OverMaxFileBytes`: a small file cannot
+    make a worker decompress for ever.
     """
 
-    def __init__(self, decompressor: Any) -> None:
+    def __init__(self, decompressor: Any, limit: int) -> None:
         super().__init__()
         self._decompressor = decompressor
+        self._left = limit
+        self._over = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self._decompressor.read1(len(buffer))
+        if self._over:
+            raise _OverMaxFileBytes
+        data = self._decompressor.read1(min(len(buffer), self._left + 1))
+        self._over = len(data) > self._left  # the bytes up to the limit reach the reader first, the next read raises
+        data = data[: self._left]
+        self._left -= len(data)
+        if self._over and not data:
+            raise _OverMaxFileBytes
         buffer[: len(data)] = data
         return len(data)
 
 
-def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader[Any]:
+def _decompressed(stored: _StorageStream, compression: str, limit: int) -> io.BufferedReader[Any]:
     """The decompressed bytes, buffered (the readers peek and read lines)."""
     buffered: io.BufferedReader[Any] = io.BufferedReader(stored, buffer_size=BUFFER_BYTES)
     if not compression:
@@ -185,4 +223,4 @@ def _decompressed(stored: _StorageStream, compression: str) -> io.BufferedReader
     decompressor: Any = compression_wrapper(buffered, "rb", compression=compression)
     if isinstance(decompressor, io.BufferedReader):  # smart_open's wrapper: read the decompressor itself
         decompressor = decompressor.detach()
-    return io.BufferedReader(_StepwiseStream(decompressor), buffer_size=BUFFER_BYTES)
+    return io.BufferedReader(_StepwiseStream(decompressor, limit), buffer_size=BUFFER_BYTES)

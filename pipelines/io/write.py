@@ -317,13 +317,14 @@ class WriteChunks(_WriteParquet):
 
 
 class WriteRejects(_WriteParquet):
-    """``Reject`` records -> staged files for ``OUTPUT/_rejects/``."""
+    """``Reject`` records -> staged files for ``OUTPUT/_rejects/`` (one empty file when there is no reject)."""
 
     def expand(self, rejects: beam.PCollection) -> beam.PCollection:
         return (
             rejects
             | "RejectRow" >> beam.Map(_as_rows)
             | "StageRejects" >> self._stage(REJECT_SCHEMA, _rejects_directory, REJECT_SUFFIX)
+            | "NoRejects" >> EmptyFileIfNone(self._output, self._run_id, REJECT_SCHEMA, REJECTS_DIR, self._compression)
         )
 
 
@@ -337,6 +338,53 @@ class WriteRows(_WriteParquet):
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         directory = self._directory
         return rows | "StageRows" >> self._stage(self._schema, lambda _: directory, REJECT_SUFFIX)
+
+
+def staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple[Any, str, str]:
+    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder."""
+    fs, root = url_to_fs(output)
+    relative = f"{STAGING_DIR}/{run_id}/{directory}/part-{uuid.uuid4().hex}{suffix}"
+    path = f"{posixpath.normpath(root)}/{relative}"
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    return fs, path, relative
+
+
+def stage_table(output: str, run_id: str, directory: str, table: pa.Table, suffix: str, compression: str) -> StagedFile:
+    """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
+    fs, path, relative = staging_path(output, run_id, directory, suffix)
+    with fs.open(path, "wb") as f:
+        dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
+        marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
+        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary)
+    return StagedFile(directory, relative, table.num_rows)
+
+
+class EmptyFileIfNone(beam.PTransform):
+    """The staged files of one folder, plus an empty file of ``schema`` when there are none: the folder
+    always exists, so a documented query such as ``read_parquet('OUTPUT/_rejects/*')`` never fails."""
+
+    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str) -> None:
+        super().__init__()
+        self._empty = _StageEmptyIfNone(output, run_id, schema, directory, compression)
+
+    def expand(self, staged: beam.PCollection) -> beam.PCollection:
+        empty = (
+            staged.pipeline
+            | "Once" >> beam.Create([None])
+            | "StageEmpty" >> beam.ParDo(self._empty, beam.pvalue.AsList(staged))
+        )
+        return (staged, empty) | "AllFiles" >> beam.Flatten()
+
+
+class _StageEmptyIfNone(beam.DoFn):
+    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str) -> None:
+        self._output, self._run_id, self._schema = output, run_id, schema
+        self._directory, self._compression = directory, compression
+
+    def process(self, _: None, staged: list[StagedFile]) -> Iterator[StagedFile]:
+        if not staged:
+            empty = self._schema.empty_table()
+            yield stage_table(self._output, self._run_id, self._directory, empty, REJECT_SUFFIX, self._compression)
 
 
 def _as_rows(reject: Reject) -> list[dict[str, Any]]:
