@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         "The real job into `s3://` on moto's server (127.0.0.1, one process), `max_rows_per_file: 1`;"
         " the commit's own time, measured around `_Commit.process` in the launcher (DirectRunner, in memory).",
         "",
-        "S3 calls are counted in the launcher's s3fs while the commit runs (a copy and a delete a file, two",
-        " ranged reads of its footer, then lists and batched deletes).",
+        "S3 calls are counted in the launcher's s3fs while the commit runs: a file is a server-side copy, then"
+        " a HEAD and a ranged GET of its footer (the check); the staged originals go in batched deletes.",
         "",
         "| files committed | commit s | files/s | ms a file | S3 calls | calls a file | calls by API |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",

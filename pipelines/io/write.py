@@ -368,12 +368,14 @@ class EmptyFileIfNone(beam.PTransform):
         self._empty = _StageEmptyIfNone(output, run_id, schema, directory, compression)
 
     def expand(self, staged: beam.PCollection) -> beam.PCollection:
-        empty = (
+        # One DoFn re-emits the staged files (a side input) and adds the empty one, rather than a Flatten of the
+        # two: Beam 2.62's Flink job server failed on that Flatten feeding the commit's ("A PCollectionNode
+        # should have exactly one producing PTransformNode").
+        return (
             staged.pipeline
             | "Once" >> beam.Create([None])
-            | "StageEmpty" >> beam.ParDo(self._empty, beam.pvalue.AsList(staged))
+            | "AllFiles" >> beam.ParDo(self._empty, beam.pvalue.AsList(staged))
         )
-        return (staged, empty) | "AllFiles" >> beam.Flatten()
 
 
 class _StageEmptyIfNone(beam.DoFn):
@@ -382,6 +384,7 @@ class _StageEmptyIfNone(beam.DoFn):
         self._directory, self._compression = directory, compression
 
     def process(self, _: None, staged: list[StagedFile]) -> Iterator[StagedFile]:
+        yield from staged
         if not staged:
             empty = self._schema.empty_table()
             yield stage_table(self._output, self._run_id, self._directory, empty, REJECT_SUFFIX, self._compression)
