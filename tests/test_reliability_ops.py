@@ -255,6 +255,23 @@ def test_a_lease_being_written_refuses_and_a_stale_one_is_broken(finished: Path)
     assert main(["--output", str(finished), "--quiet"]) == 0 and not lease.exists()
 
 
+def test_a_folder_of_other_files_is_refused_as_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--output .`` in a project or home folder: exit 2, nothing written; dotfiles alone do not count."""
+    folder = tmp_path / "project"
+    (folder / "src").mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine", encoding="utf-8")
+    before = _snapshot(folder)
+    capsys.readouterr()
+    assert main(["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(folder), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder of other files (notes.txt, src) with no zerda output in it" in err, err
+    assert _snapshot(folder) == before and sorted(p.name for p in folder.iterdir()) == ["notes.txt", "src"]
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / ".DS_Store").write_bytes(b"")
+    assert main(["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(hidden), "--quiet"]) == 0
+
+
 def test_a_lease_that_cannot_be_read_is_not_broken(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A storage error reading the lease (here: a directory in its place) is no proof its run is dead."""
     (finished / LEASE_FILE).mkdir()

@@ -1,10 +1,11 @@
 """One run at a time in an OUTPUT: a lease file, ``OUTPUT/_lease.json``, taken at launch and checked at the commit.
 
 The lease names its run (run id, host, pid, start time) and carries a heartbeat the launcher refreshes
-every ``HEARTBEAT_SECONDS``. It is created exclusively: ``O_EXCL`` on local disk, a conditional put
-(``If-None-Match: *``) on S3, the ``"xb"`` mode of any other fsspec filesystem; the launcher then reads
-it back and goes on only if it holds its own run id, which also catches a filesystem that ignores the
-mode. A second run finds the lease and refuses with :class:`OutputError` naming the holder.
+every ``HEARTBEAT_SECONDS``. It is created exclusively: a hard link of a complete file on local disk, a
+conditional put (``If-None-Match: *``) on S3; other fsspec filesystems get fsspec's check-then-write,
+which is not atomic. The launcher then reads it back and goes on only if it holds its own run id, and
+the commit checks it again, which catches what a filesystem's create let through. A second run finds
+the lease and refuses with :class:`OutputError` naming the holder.
 
 A lease whose run is dead does not block: dead means a heartbeat older than ``STALE_SECONDS``, or the
 same host and a pid that no longer runs; a file that is no lease (empty, half-written, not JSON) once
@@ -28,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
 
@@ -185,9 +187,18 @@ class Lease:
             self.broken = holder
 
     def _create(self) -> bool:
-        """Write the lease if there is none; False if one appeared first."""
+        """Write the lease if there is none; False if one appeared first.
+
+        fsspec's generic ``pipe_file(mode="create")`` checks, then writes: two runs can both pass the check.
+        So on local disk the lease is written whole to a file of its own, then hard-linked into place
+        (``link`` fails if the lease exists, and a lease never appears half-written); s3fs sends a conditional
+        put (``If-None-Match: *``), exclusive on the server.
+        """
         try:
-            self._fs.pipe_file(self._path, self._payload(), mode="create")
+            if isinstance(self._fs, LocalFileSystem):
+                _link_into_place(self._path, self._payload())
+            else:
+                self._fs.pipe_file(self._path, self._payload(), mode="create")
         except FileExistsError:
             return False
         except OSError:  # S3 answers a failed If-None-Match with 412, which s3fs raises as EINVAL
@@ -212,3 +223,14 @@ class Lease:
                 self._fs.rm_file(self._path)
         except Exception as err:  # never masks the run's own outcome; a lease left behind is dead (pid gone)
             log.warning("could not remove the lease %s (the next run breaks it): %s", self._path, err)
+
+
+def _link_into_place(path: str, payload: bytes) -> None:
+    """Create ``path`` holding ``payload``, atomically and only if it does not exist (FileExistsError)."""
+    draft = f"{path}.{os.getpid()}.{threading.get_ident()}.draft"
+    with open(draft, "wb") as f:
+        f.write(payload)
+    try:
+        os.link(draft, path)
+    finally:
+        os.unlink(draft)

@@ -59,7 +59,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
-from pipelines.io.lease import Lease, check_held, dead_staging
+from pipelines.io.lease import LEASE_FILE, Lease, check_held, dead_staging
 from pipelines.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
@@ -133,6 +133,7 @@ def prepare_output(output: str) -> None:
         fs, root = _filesystem(output)
         if fs.isfile(root):
             raise OutputError(f"output {output!r} is a file, not a directory")
+        _refuse_a_foreign_folder(fs, root, output)
         fs.makedirs(root, exist_ok=True)
         probe = f"{root}/.zerda-probe-{uuid.uuid4().hex}"
         fs.pipe_file(probe, b"")
@@ -141,6 +142,23 @@ def prepare_output(output: str) -> None:
         raise
     except (OSError, ValueError, ImportError) as err:  # what fsspec raises for denied, bad or unknown paths
         raise OutputError(f"output {output!r} is not writable: {err}") from err
+
+
+def _refuse_a_foreign_folder(fs: AbstractFileSystem, root: str, output: str) -> None:
+    """OUTPUT must be new, empty or hold something of zerda's: ``--output .`` in a project folder (or a home
+    folder) is a mistake, not a place to write ``density_bucket=*`` folders into."""
+    try:
+        names = [posixpath.basename(entry.rstrip("/")) for entry in fs.ls(root, detail=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    ours = (MANIFEST_FILE, SUCCESS_FILE, STAGING_DIR, LEASE_FILE)
+    names = [name for name in names if not name.startswith(".")]  # .DS_Store, a probe: no one's files
+    if names and not any(_is_dataset_entry(name) or name in ours for name in names):
+        shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+        raise OutputError(
+            f"output {output!r} is a folder of other files ({shown}) with no zerda output in it: "
+            "give a new or empty folder"
+        )
 
 
 @contextlib.contextmanager
