@@ -112,10 +112,11 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
         manifest = json.load(f)
     files = [entry["path"] for entry in manifest["output"]["files"]]
-    present = {posixpath.relpath(path, root) for path in fs.find(root)}
-    missing = [path for path in files if path not in present]
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
-    if any(path in missing for path in index):
+    checked = files if incremental else index  # a full run reads only the previous index: list only that
+    present = {posixpath.relpath(path, root) for path in fs.find(root if incremental else f"{root}/{INDEX_DIR}")}
+    missing = [path for path in checked if path not in present]
+    if any(path not in present for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in index)
     chunk_files: dict[int, list[str]] = {}

@@ -176,7 +176,7 @@ class Lease:
         """Seconds since the lease file was last written; infinite when the filesystem cannot say."""
         try:
             return _now() - self._fs.modified(self._path).timestamp()
-        except (OSError, NotImplementedError, ValueError, AttributeError):
+        except (OSError, NotImplementedError, ValueError):
             return float("inf")
 
     def _break(self, holder: dict[str, Any]) -> None:
