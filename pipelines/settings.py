@@ -211,16 +211,26 @@ class InputSettings(_Section):
     )
 
     def _cross_checks(self) -> list[str]:
-        """Each ``formats`` key that could never match a file, named (the map's types are the rule's)."""
+        """Each ``formats`` key that could never match a file, and keys that name one suffix twice
+        (suffixes match in any case, so ``.log`` and ``.LOG`` are one key: which format would win?)."""
         if not SUFFIX_FORMATS.check(self.formats):
             return []
-        return [
+        problems = [
             f"input.formats key {key!r} can never match a file: a key is one suffix such as '.log' (a dot, no"
             " other dot, no space, not a compression suffix); a compressed file is matched by the suffix before"
             " its compression suffix, so '.log' also reads app.log.gz"
             for key in self.formats
             if not _SUFFIX.fullmatch(key) or key.lower() in COMPRESSION_SUFFIXES
         ]
+        spellings: dict[str, list[str]] = {}
+        for key in self.formats:
+            spellings.setdefault(key.lower(), []).append(key)
+        problems += [
+            f"input.formats keys {', '.join(map(repr, keys))} are one suffix (suffixes match in any case): keep one"
+            for keys in spellings.values()
+            if len(keys) > 1
+        ]
+        return problems
 
 
 @dataclass(frozen=True)

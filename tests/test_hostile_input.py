@@ -200,6 +200,7 @@ NESTED = {
     "list": pa.array([["a", "b"], ["c"], []], pa.list_(pa.string())),
     "struct": pa.array([{"x": "a"}, {"x": "b"}, {"x": None}]),
     "map": pa.array([[("k", "a")], [("k", "b")], []], pa.map_(pa.string(), pa.string())),
+    "list_of_invalid_utf8": pa.ListArray.from_arrays(pa.array([0, 1, 2, 3]), string_column([b"a", b"\xff", b"c"])),
 }
 
 

@@ -319,7 +319,15 @@ def test_lone_cr_does_not_split_jsonl_lines(tmp_path: Path) -> None:
     data = json.dumps({"text": "one"}) + "\r" + json.dumps({"text": "two"}) + "\n"
     records, rejects, _ = read(write(tmp_path / "a.jsonl", data))
     assert records == []
-    assert only_reject(rejects).reason == "invalid_json"
+    reject = only_reject(rejects)
+    assert reject.reason == "invalid_json"
+    assert "the line holds carriage returns: JSONL records end at \\n" in reject.message
+
+
+def test_a_bad_line_ending_in_crlf_gets_no_carriage_return_hint(tmp_path: Path) -> None:
+    records, rejects, _ = read(write(tmp_path / "a.jsonl", '{"text": \r\n'))
+    assert records == []
+    assert "carriage" not in only_reject(rejects).message
 
 
 def test_nul_character_in_a_json_text_is_not_text(tmp_path: Path) -> None:

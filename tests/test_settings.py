@@ -201,6 +201,10 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
         ({"input": {"formats": {".html ": "text"}}}, "input.formats key '.html ' can never match a file"),
         ({"input": {"formats": {".": "text"}}}, "input.formats key '.' can never match a file"),
         ({"input": {"formats": {".a/b": "text"}}}, "input.formats key '.a/b' can never match a file"),
+        (
+            {"input": {"formats": {".log": "text", ".LOG": "jsonl"}}},
+            "input.formats keys '.log', '.LOG' are one suffix (suffixes match in any case): keep one",
+        ),
         ({"enrich": {"keywords": "yes"}}, "enrich.keywords must be true or false, got 'yes' (str)"),
         ({"enrich": {"top_k": 0}}, "enrich.top_k must be a positive integer, got 0 (int)"),
         ({"enrich": [1, 2]}, "enrich must be a mapping of keys, got [1, 2] (list)"),

@@ -29,6 +29,17 @@ class BigInt(str):
     """A JSON integer too long for Python's ``int``, as its digits: an id like any integer, never a text."""
 
 
+@dataclass(frozen=True)
+class Nested:
+    """A nested Parquet value (list, struct, map), never opened: it is no id and no text whatever it
+    holds, and opening it could fail (invalid UTF-8 in a leaf) or copy megabytes for a reject."""
+
+    kind: str
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} value>"
+
+
 @dataclass
 class FileContext:
     """One file being read: turns values into SourceRecords or Rejects, and knows where it is."""
@@ -119,4 +130,6 @@ class FileContext:
 
 
 def _kind(value: object) -> str:
+    if isinstance(value, Nested):
+        return f"a {value.kind}"
     return "null" if value is None else f"a {'int' if isinstance(value, BigInt) else type(value).__name__}"

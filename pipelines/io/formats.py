@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext
+from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext, Nested
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
 from pipelines.redact import bounded
 from pipelines.settings import COMPRESSION_SUFFIXES, InputSettings
@@ -34,6 +34,7 @@ _SPOOL_BYTES = 64 << 20
 _PARQUET_BATCH_ROWS = 256
 _PARQUET_BATCH_BYTES = 32 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
+_CR_HINT = " (the line holds carriage returns: JSONL records end at \\n, so CR line ends read as one line)"
 
 Reader = Callable[[io.BufferedReader, FileContext], Iterator[SourceRecord | Reject]]
 
@@ -104,7 +105,8 @@ def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Rej
     try:
         obj = json.loads(line, parse_int=_int_or_digits)
     except (ValueError, RecursionError) as err:
-        return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}", shown)
+        hint = _CR_HINT if "\r" in line.rstrip("\r\n") else ""
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}{hint}", shown)
     if not isinstance(obj, dict):
         message = f"a JSON {type(obj).__name__} where an object was expected"
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
@@ -209,10 +211,14 @@ def _is_flat_bytes(kind: pa.DataType) -> bool:
 
 
 def _values(array: pa.Array, max_bytes: int) -> list[object]:
-    """A column's Python values; strings as bytes (decoded per value), those over ``max_bytes`` as _Oversize."""
+    """A column's Python values; strings as bytes (decoded per value), those over ``max_bytes`` as _Oversize,
+    nested values as Nested."""
     if pa.types.is_dictionary(array.type):
         distinct = _values(array.dictionary, max_bytes)
         return [None if i is None else distinct[i] for i in array.indices.to_pylist()]
+    if pa.types.is_nested(array.type):  # never opened: see Nested
+        nested = Nested(bounded(str(array.type), 80))
+        return [nested if valid else None for valid in array.is_valid().to_pylist()]
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         array = array.cast(pa.large_binary())  # the same buffers, no UTF-8 check: decoded value by value
     if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
