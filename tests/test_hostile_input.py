@@ -248,12 +248,14 @@ def special_corpus(root: Path) -> dict[str, str]:
     (corpus / "dir.jsonl").symlink_to(root / "real")
     (corpus / "null.jsonl").symlink_to("/dev/null")
     (corpus / "gone.jsonl").symlink_to(root / "nothing-here")
+    (corpus / "loop.jsonl").symlink_to(corpus / "loop.jsonl")  # stat fails with ELOOP
     return {
         "fifo.jsonl": "a FIFO",
         "sock.jsonl": "a socket",
         "dir.jsonl": "a directory",
         "null.jsonl": "a character device",
         "gone.jsonl": "a broken symlink",
+        "loop.jsonl": "cannot be examined (Too many levels of symbolic links)",
     }
 
 
@@ -277,7 +279,7 @@ def test_non_regular_files_are_unreadable_file_rejects_and_never_hang(pattern: s
     manifest = read_manifest(output)
     errors = {Path(i["source"]).name: i["error"] for i in manifest["inputs"]}
     assert errors == {"good.jsonl": "", **{name: f"not a regular file: {kind}" for name, kind in expected.items()}}
-    assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (6, 1)
+    assert (manifest["counts"]["files_read"], manifest["counts"]["documents_chunked"]) == (7, 1)
 
 
 # --- file names fsspec would read as URLs ---------------------------------------------------

@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import lzma
 import re
 import uuid
@@ -122,10 +123,15 @@ def test_a_named_file_has_its_own_name_as_id(tmp_path: Path) -> None:
     assert expand_inputs([str(path)]) == [InputFile(str(path), "_odd.md.gz")]
 
 
-def test_hidden_and_underscore_names_below_the_root_are_skipped(tmp_path: Path) -> None:
+def test_hidden_and_underscore_names_below_the_root_are_skipped_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     for name in ["keep.md", ".DS_Store", "_SUCCESS", "_rejects/part-0.parquet", ".cache/x.md", "sub/_manifest.json"]:
         write(tmp_path / name, "x")
-    assert [f.relative_path for f in expand_inputs([str(tmp_path)])] == ["keep.md"]
+    with caplog.at_level(logging.INFO):
+        assert [f.relative_path for f in expand_inputs([str(tmp_path)])] == ["keep.md"]
+    said = "skipped 5 file(s) named with a leading '.' or '_' below an input root: .DS_Store, .cache/x.md, _SUCCESS"
+    assert said in caplog.text
     assert [f.relative_path for f in expand_inputs([str(tmp_path / "**")])] == ["keep.md"]
 
 
@@ -585,6 +591,18 @@ def test_parquet_without_the_text_column_is_one_missing_text_reject(tmp_path: Pa
     assert (reject.reason, reject.record, reject.doc_id) == ("missing_text", 0, "a.parquet")
     assert reject.message == "no column 'text' (columns: body, id)"
     assert report.records == 1
+
+
+@pytest.mark.parametrize("twice", ["text", "id"])
+def test_parquet_with_a_column_it_reads_twice_is_one_unreadable_file_reject(twice: str, tmp_path: Path) -> None:
+    """Arrow allows two columns of one name; which one is the text (or the id) is not zerda's guess."""
+    columns = {"text": pa.array(["a b c"]), "id": pa.array(["1"])}
+    table = pa.Table.from_arrays([*columns.values(), columns[twice]], names=[*columns, twice])
+    records, rejects, _ = read(write(tmp_path / "a.parquet", parquet_bytes(table)))
+    assert records == []
+    reject = only_reject(rejects)
+    assert (reject.reason, reject.record) == ("unreadable_file", 0)
+    assert reject.message == f"column {twice!r} appears 2 times: which one to read?"
 
 
 def test_parquet_with_no_rows_is_empty(tmp_path: Path) -> None:

@@ -67,10 +67,10 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
         for pattern in patterns:
             _refuse_output_inside(pattern, output)
     found: dict[str, InputFile] = {}
-    listed = 0
+    listed, skipped = 0, []
     for pattern in patterns:
         try:
-            files = _expand(pattern)
+            files, hidden = _expand(pattern)
         except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
             raise InputError(
                 f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
@@ -78,12 +78,16 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
         if not files:
             raise InputError(f"input {bounded(redact_url(pattern))!r} matches no file")
         listed += len(files)
+        skipped += hidden
         for file in files:
             key = _identity(file.url)
             if key not in found or _preferred(file) < _preferred(found[key]):
                 found[key] = file
     if listed > len(found):
         log.info("%d path(s) reach a file listed already: each file is read once", listed - len(found))
+    if skipped:
+        shown = ", ".join(bounded(redact_url(name), 80) for name in sorted(skipped)[:3])
+        log.info("skipped %d file(s) named with a leading '.' or '_' below an input root: %s", len(skipped), shown)
     return sorted(found.values(), key=lambda f: f.url)
 
 
@@ -134,8 +138,9 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
         )
 
 
-def _expand(pattern: str) -> list[InputFile]:
-    """A pattern's files; a path that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
+def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
+    """A pattern's files, and the relative paths it skipped (a ``.`` or ``_`` name below its root); a path
+    that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
     fs, path = url_to_fs(pattern)
     exists = fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path))
     if glob.has_magic(path) and not exists:
@@ -147,17 +152,19 @@ def _expand(pattern: str) -> list[InputFile]:
             size = _size(fs.info(path))
         except OSError:  # a broken symlink: the reader says so
             size = None
-        return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1], size)]
+        return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1], size)], []
     else:
-        return []
-    files = []
+        return [], []
+    files, skipped = [], []
     for match, info in matches.items():
         found = fs.find(match, detail=True) if info["type"] == "directory" else {match: info}
         for file, detail in found.items():
             relative = file[len(root) :].lstrip("/")
-            if not any(part.startswith((".", "_")) for part in relative.split("/")):
+            if any(part.startswith((".", "_")) for part in relative.split("/")):
+                skipped.append(relative)
+            else:
                 files.append(InputFile(_url(fs, file), relative, _size(detail)))
-    return files
+    return files, skipped
 
 
 def _size(info: dict[str, Any]) -> int | None:

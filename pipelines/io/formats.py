@@ -161,6 +161,11 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
             )
             return
         columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
+        twice = [name for name in columns if names.count(name) > 1]
+        if twice:
+            message = f"column {bounded(twice[0])!r} appears {names.count(twice[0])} times: which one to read?"
+            yield ctx.reject(0, ctx.name, "unreadable_file", message)
+            return
         flat = [name for name in columns if _is_flat_bytes(schema.field(name).type)]  # nested: one value a row
         parquet = pq.ParquetFile(source, read_dictionary=flat)
         max_bytes = 4 * settings.max_document_chars  # UTF-8 spends at most 4 bytes a character

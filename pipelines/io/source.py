@@ -134,6 +134,8 @@ def _not_regular(url: str) -> str | None:
         mode = os.stat(url).st_mode
     except FileNotFoundError:
         return "a broken symlink" if os.path.islink(url) else None
+    except OSError as err:  # a symlink loop (ELOOP), a name too long: nothing to read there
+        return f"cannot be examined ({err.strerror or type(err).__name__})"
     if stat.S_ISREG(mode):
         return None
     kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
