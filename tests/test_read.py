@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import errno
 import gzip
 import io
 import json
 import logging
 import lzma
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -661,6 +663,36 @@ def test_storage_failure_raises_for_a_retry_instead_of_a_reject(monkeypatch: pyt
     monkeypatch.setattr(source, "_open", lambda url: _BrokenFile(data))
     with pytest.raises(StorageError, match=re.escape("reading /x/a.jsonl failed: ConnectionResetError")):
         list(read_file(InputFile("/x/a.jsonl", "a.jsonl"), InputSettings()))
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "rejected"),
+    [
+        ("/x/a.jsonl", errno.ELOOP, True),  # a local failure of this file: a reject, the job goes on
+        ("/x/a.jsonl", errno.EIO, True),
+        ("/x/a.jsonl", errno.EMFILE, False),  # the process's own limit: raised, so the runner retries
+        ("s3://b/a.jsonl", errno.EIO, False),  # a remote failure may be the store's: raised
+    ],
+)
+def test_an_open_failing_is_a_reject_only_when_it_is_the_files_fault(
+    url: str, code: int, rejected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_open(_: str) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(source, "_open", failing_open)
+    monkeypatch.setattr(source, "_not_regular", lambda _: None)
+    reading = read_file(InputFile(url, "a.jsonl"), InputSettings())
+    if rejected:
+        reject = next(reading)
+        assert isinstance(reject, Reject)
+        assert (reject.reason, reject.message) == (
+            "unreadable_file",
+            f"cannot open the file: OSError: [Errno {code}] {os.strerror(code)}",
+        )
+    else:
+        with pytest.raises(OSError):
+            next(reading)
 
 
 def test_missing_file_at_read_time_is_an_unreadable_file_reject(tmp_path: Path) -> None:

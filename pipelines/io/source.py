@@ -15,6 +15,7 @@ as unreadable because of a passing outage. Every record read comes out as exactl
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -83,7 +84,9 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
         return
     try:
         raw = _open(file.url)
-    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
+    except OSError as err:  # a local error is this file's, but for the process's own limits; a remote one
+        if err.errno in _PROCESS_ERRNOS or ("://" in file.url and not isinstance(err, _FILE_ERRORS)):
+            raise  # may be the store's: raised, so the runner retries
         reject = ctx.reject(0, ctx.name, "unreadable_file", f"cannot open the file: {type(err).__name__}: {err}")
         yield reject
         yield FileReport(ctx.source, 0, 1, reject.message)
@@ -113,6 +116,10 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
         emitted = 1
         yield ctx.reject(0, ctx.name, "empty", "file holds no record")
     yield FileReport(ctx.source, stored.bytes_read, emitted, error)
+
+
+_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_PROCESS_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR)  # not the file's fault
 
 
 def _open(url: str) -> IO[bytes]:
