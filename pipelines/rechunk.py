@@ -4,7 +4,7 @@ With no ``--input`` it chunks the bundled sample corpus into ``./out/chunks``. O
 parser does not know go to Beam (``--runner``, ``--direct_num_workers``, ...), so the same
 ``--config`` runs on the DirectRunner, Dataflow and Flink; an argument Beam does not know either
 is refused (``pipelines.options``). Bad arguments, settings, inputs or outputs, and an OUTPUT another
-run holds, exit with code 2 before anything is written; Ctrl-C exits with 130.
+run holds, exit with code 2 before anything is written; Ctrl-C exits with 130, SIGTERM with 143.
 
     ReadCorpus ─► ChunkDocuments ─┬─► WriteChunks ──┐
          │                         └─► rejects ─────┼─► WriteRejects ─┐
@@ -32,6 +32,7 @@ import fsspec
 import psutil
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 from apache_beam.runners.direct.direct_runner import DirectRunner
+from apache_beam.runners.runner import PipelineResult
 
 from pipelines.chunking import ChunkDocuments
 from pipelines.errors import OutputError, UsageError
@@ -59,8 +60,15 @@ from pipelines.terminal_table import write_stdout
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
 EXIT_NOTHING_CHUNKED = 1
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command Ctrl-C stopped
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a command a scheduler's SIGTERM stopped
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 log = logging.getLogger("zerda")
+
+
+class Terminated(BaseException):
+    """SIGTERM (a scheduler stopping the job, ``timeout``, ``kill``) reached the launcher: the run stops
+    as for Ctrl-C. A BaseException, like KeyboardInterrupt, so that no ``except Exception`` swallows it."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,7 +191,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
-        _interruptible(lambda: pipeline.run().wait_until_finish(), local=isinstance(runner, DirectRunner))
+        _run_to_the_end(pipeline, local=isinstance(runner, DirectRunner))
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
@@ -202,14 +210,39 @@ def main(argv: list[str] | None = None) -> int:
         logging.disable(logging.NOTSET)
         print("zerda: interrupted; OUTPUT keeps its previous output", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        logging.disable(logging.NOTSET)
+        print("zerda: terminated (SIGTERM); OUTPUT keeps its previous output", file=sys.stderr)
+        return EXIT_TERMINATED
     if manifest["counts"]["documents_chunked"] == 0:
         print(f"zerda: error: {nothing_chunked(manifest)}", file=sys.stderr)
         return EXIT_NOTHING_CHUNKED
     return 0
 
 
+def _run_to_the_end(pipeline: beam.Pipeline, local: bool) -> None:
+    """Run the pipeline and wait for it; stopped by Ctrl-C or SIGTERM (see ``_interruptible``), a job on a
+    cluster is cancelled, so that it does not go on running without its launcher (and its lease)."""
+    results: list[PipelineResult] = []
+
+    def work() -> None:
+        results.append(pipeline.run())
+        results[0].wait_until_finish()
+
+    try:
+        _interruptible(work, local)
+    except (KeyboardInterrupt, Terminated):
+        if results and not local:
+            try:
+                results[0].cancel()
+            except Exception as err:  # the job server may be gone already (Beam stops it on SIGINT)
+                log.warning("could not cancel the job (cancel it on the cluster): %s", err)
+        raise
+
+
 def _interruptible(work: Callable[[], object], local: bool) -> None:
-    """Run ``work`` so that Ctrl-C reaches the launcher only: it kills the workers, then raises KeyboardInterrupt.
+    """Run ``work`` so that Ctrl-C or SIGTERM reaches the launcher only: it kills the workers, then raises
+    KeyboardInterrupt (SIGINT) or Terminated (SIGTERM), and the run's staging and lease go with it.
 
     Only for a ``local`` runner (the DirectRunner, whose worker processes share the terminal). Other runners
     run ``work`` on the main thread as it is: their workers are elsewhere, and a portable runner's job
@@ -219,10 +252,18 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
     traceback. So while ``work`` runs (in a thread), SIGINT is ignored and blocked: worker processes
     inherit the ignored disposition across exec, so Python never turns it into KeyboardInterrupt in them,
     while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
-    is ignored).
+    is ignored). SIGTERM is treated alike: a scheduler may send it to every process of the job (systemd
+    stops a whole cgroup), and the workers, ignoring it, leave the launcher to end them.
     """
-    if not local or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         work()
+        return
+    if not local:
+        previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            work()
+        finally:
+            signal.signal(signal.SIGTERM, previous_term)
         return
     failure: list[BaseException] = []
 
@@ -232,24 +273,30 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
         except BaseException as err:  # handed to the main thread below
             failure.append(err)
 
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in _STOP_SIGNALS}
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         thread = threading.Thread(target=target, name="zerda-pipeline", daemon=True)
         thread.start()
-        interrupted = False
-        while thread.is_alive() and not interrupted:
-            interrupted = signal.sigtimedwait({signal.SIGINT}, 0.2) is not None
+        received = None
+        while thread.is_alive() and received is None:
+            info = signal.sigtimedwait(_STOP_SIGNALS, 0.2)
+            received = info.si_signo if info is not None else None
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        signal.signal(signal.SIGINT, previous)
-    if interrupted:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received is not None:
         threading.excepthook = lambda _: None  # the runner's threads fail and log as their workers go: not news
         logging.disable(logging.CRITICAL)
         _end_worker_processes()
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt if received == signal.SIGINT else Terminated
     if failure:
         raise failure[0]
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def _end_worker_processes() -> None:

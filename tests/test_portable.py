@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,8 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pyarrow.dataset as ds
 import pytest
+from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 from apache_beam.runners.portability.portable_runner import PortableRunner
 
 from pipelines.rechunk import run
@@ -200,3 +203,39 @@ def test_job_service_process_with_external_worker_pool(
     assert portable_runs == [endpoint]
     assert "Control channel established" in pool_log.read_text(), "the SDK harness ran in the worker pool process"
     assert_same_output(output, manifest, direct)
+
+
+def test_sigterm_to_the_launcher_cancels_the_job_on_the_job_service(
+    job_service_and_worker_pool: tuple[str, str, Path], tmp_path: Path
+) -> None:
+    """A scheduler stopping the launcher must not leave its job running on the cluster without it."""
+    endpoint, pool, _ = job_service_and_worker_pool
+    corpus, output, log = tmp_path / "c", tmp_path / "out", tmp_path / "launcher.log"
+    corpus.mkdir()
+    text = " ".join(f"Sentence {i} says where the ferry docks on day {i % 7}." for i in range(20_000))
+    for n in range(8):  # about 9 MB: long enough on one worker pool to be stopped in the middle
+        lines = (json.dumps({"id": f"{n}-{i}", "text": text[i:]}) for i in range(12))
+        (corpus / f"part-{n}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    jobs = beam_job_api_pb2_grpc.JobServiceStub(grpc.insecure_channel(endpoint))
+    launcher = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(output), "--quiet"),
+            *("--runner=PortableRunner", f"--job_endpoint={endpoint}", "--environment_type=EXTERNAL"),
+            f"--environment_config={pool}",
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+    try:
+        _wait_for(lambda: (output / "_staging").exists(), launcher, log)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(60) == 143, log.read_text(errors="replace")
+    finally:
+        launcher.kill()
+    assert log.read_text().strip().splitlines()[-1] == "zerda: terminated (SIGTERM); OUTPUT keeps its previous output"
+    (job,) = jobs.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info
+    assert beam_job_api_pb2.JobState.Enum.Name(job.state) in ("CANCELLING", "CANCELLED")
+    time.sleep(2)  # what the job might still do, it does without the lease: nothing is committed
+    assert not (output / "_SUCCESS").exists()
+    assert not (output / "_lease.json").exists()

@@ -467,7 +467,20 @@ def test_two_jobs_into_one_output_one_commits_the_other_refuses(second: str, big
     assert not (out / LEASE_FILE).exists() and not (out / "_staging").exists()
 
 
-def test_ctrl_c_exits_130_in_one_line_and_takes_the_workers_with_it(big_corpus: Path, tmp_path: Path) -> None:
+STOPS = {
+    # what Ctrl-C in a terminal does: SIGINT to the whole foreground group
+    "ctrl-c": (signal.SIGINT, True, 130, "zerda: interrupted; OUTPUT keeps its previous output"),
+    # a scheduler (Kubernetes, Airflow, timeout) stops the launcher; systemd stops every process of the job
+    "sigterm": (signal.SIGTERM, False, 143, "zerda: terminated (SIGTERM); OUTPUT keeps its previous output"),
+    "sigterm-group": (signal.SIGTERM, True, 143, "zerda: terminated (SIGTERM); OUTPUT keeps its previous output"),
+}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_ctrl_c_or_sigterm_exits_in_one_line_and_takes_the_workers_with_it(
+    stop: str, big_corpus: Path, tmp_path: Path
+) -> None:
+    signum, group, code, line = STOPS[stop]
     out, log = tmp_path / "out", tmp_path / "interrupted.log"
     assert main(["--output", str(out), "--quiet"]) == 0
     before = _snapshot(out)
@@ -476,11 +489,11 @@ def test_ctrl_c_exits_130_in_one_line_and_takes_the_workers_with_it(big_corpus: 
         _wait_for(out / "_staging", job)
         workers = psutil.Process(job.pid).children(recursive=True)
         assert workers, "no worker process started"
-        os.killpg(job.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
-        assert job.wait(120) == 130
+        (os.killpg if group else os.kill)(job.pid, signum)
+        assert job.wait(120) == code
     err = log.read_text(errors="replace")
     # one line of zerda's; the workers' start-up lines before it are there in any run
-    assert err.strip().splitlines()[-1] == "zerda: interrupted; OUTPUT keeps its previous output", err
+    assert err.strip().splitlines()[-1] == line, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, f"worker processes outlived the launcher: {alive}"
