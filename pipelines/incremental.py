@@ -63,6 +63,7 @@ from pipelines.layout import (
     SUCCESS_FILE,
 )
 from pipelines.records import SourceRecord
+from pipelines.redact import bounded
 from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA
 from pipelines.settings import OutputSettings
 
@@ -72,6 +73,7 @@ _TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carri
 _CHANGES, _FACTS = "changes", "facts"
 _CARRY_THREADS = 4
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
+_AGAINST_NOTHING = "; without its index every chunk is listed as added"
 
 
 def content_hash(text: str) -> str:
@@ -110,13 +112,20 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     if not fs.exists(f"{root}/{SUCCESS_FILE}"):
         return Previous(reason="no committed previous output (no _SUCCESS)")
     with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
-        manifest = json.load(f)
-    files = [entry["path"] for entry in manifest["output"]["files"]]
+        data = f.read()
+    try:
+        manifest = json.loads(data)
+        entries = {entry["path"]: entry.get("bytes") for entry in manifest["output"]["files"]}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # edited by hand, or not zerda's
+        why = bounded(f"{type(err).__name__}: {err}")
+        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
+    files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
-    present = {posixpath.relpath(path, root) for path in fs.find(root if incremental else f"{root}/{INDEX_DIR}")}
-    missing = [path for path in checked if path not in present]
-    if any(path not in present for path in index):
+    listed = fs.find(root if incremental else f"{root}/{INDEX_DIR}", detail=True)
+    present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
+    missing = [path for path in checked if path not in present or _resized(entries[path], present[path])]
+    if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in index)
     chunk_files: dict[int, list[str]] = {}
@@ -129,11 +138,16 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         carry, reason = (
             False,
             (
-                f"full run: the previous output is incomplete ({len(missing)} file(s) its manifest lists are gone,"
-                f" e.g. {missing[0]})" + ("" if index else "; without its index every chunk is listed as added")
+                f"full run: the previous output is incomplete ({len(missing)} file(s) its manifest lists are gone"
+                f" or changed, e.g. {missing[0]})" + ("" if index else _AGAINST_NOTHING)
             ),
         )
     return Previous(carry, reason, index_files, {b: tuple(paths) for b, paths in chunk_files.items()})
+
+
+def _resized(committed: int | None, now: int | None) -> bool:
+    """Not the file committed: its size differs from the one the manifest recorded (since zerda 0.2.0)."""
+    return committed is not None and now is not None and committed != now
 
 
 def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:

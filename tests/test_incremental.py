@@ -17,6 +17,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.incremental import read_previous
 from pipelines.rechunk import run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
@@ -186,14 +187,24 @@ def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_lose
     assert counts == {"documents_added": 0, "documents_changed": 1, "documents_removed": 1, "documents_unchanged": 2}
 
 
-@pytest.mark.parametrize("gone", ["density_bucket=", "_index/"])
-def test_a_previous_output_missing_files_runs_in_full_and_says_why(gone: str, tmp_path: Path) -> None:
-    """A file of the previous output deleted by hand: the next runs are full ones (not failures, every night)."""
+@pytest.mark.parametrize(
+    ("gone", "how"),
+    [("density_bucket=", "deleted"), ("_index/", "deleted"), ("density_bucket=", "cut"), ("_index/", "garbage")],
+)
+def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
+    gone: str, how: str, tmp_path: Path
+) -> None:
+    """A file of the previous output deleted, cut short or overwritten by hand: the next runs are full ones
+    (not failures, every night); a changed file is known from the size the manifest recorded."""
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     _corpus_v1(corpus)
     first = run(_argv(corpus, output))
     victim = next(e["path"] for e in first["output"]["files"] if e["path"].startswith(gone))
-    (output / victim).unlink()
+    if how == "deleted":
+        (output / victim).unlink()
+    else:
+        data = (output / victim).read_bytes()
+        (output / victim).write_bytes(data[: len(data) // 2] if how == "cut" else b"not parquet")
     _corpus_v2(corpus)
     manifest = run(_argv(corpus, output, "--incremental"))
     run(_argv(corpus, fresh))
@@ -202,6 +213,31 @@ def test_a_previous_output_missing_files_runs_in_full_and_says_why(gone: str, tm
     assert manifest["changes"]["reason"].startswith("full run: the previous output is incomplete (1 file(s)")
     assert victim in manifest["changes"]["reason"]
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True  # whole again
+
+
+def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(tmp_path: Path) -> None:
+    """A _manifest.json broken by hand: a full run (it crashed every run, incremental or not, at launch)."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    run(_argv(corpus, output))
+    (output / "_manifest.json").write_text('{"format": 1, "fingerp', encoding="utf-8")
+    _corpus_v2(corpus)
+    result = run(_argv(corpus, output, "--incremental"))
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    assert result["changes"]["incremental"] is False
+    assert result["changes"]["reason"].startswith("full run: the previous _manifest.json is unreadable (")
+    assert result["changes"]["chunks_removed"] == 0  # listed against nothing, as the reason says
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
+@pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7"])
+def test_a_previous_manifest_of_another_shape_is_no_previous_output(manifest: str, tmp_path: Path) -> None:
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    (tmp_path / "_manifest.json").write_text(manifest, encoding="utf-8")
+    previous = read_previous(str(tmp_path), "fingerprint", incremental=True)
+    assert (previous.carry, previous.index_files, dict(previous.chunk_files)) == (False, (), {})
+    assert previous.reason.startswith("full run: the previous _manifest.json is unreadable (")
 
 
 def test_a_settings_change_runs_in_full_and_says_why(tmp_path: Path) -> None:

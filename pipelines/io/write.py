@@ -38,6 +38,7 @@ footer names the path this run staged them as. Batch (global window) only.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import posixpath
@@ -466,9 +467,9 @@ class _Commit(beam.DoFn):
         _retract(fs, root)
         _clear_previous(fs, root, keep=moved, folders={posixpath.dirname(f"{root}/{final}") for _, final in plan})
         _move(fs, root, to_move)
-        _verify(fs, root, plan, manifest)
+        sizes = _verify(fs, root, plan, manifest)
         _clear_staging(fs, root, plan)
-        yield _publish(fs, root, plan, manifest)
+        yield _publish(fs, root, plan, sizes, manifest)
 
 
 def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
@@ -534,13 +535,14 @@ def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
         list(pool.map(lambda move: place(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
 
 
-def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> None:
+def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[int]:
     """Re-read the committed files' footers: each is the file staged, with its rows, and the totals match the
-    manifest's chunk and reject counts (the last guard against a runner that lost a bundle's output)."""
+    manifest's chunk and reject counts (the last guard against a runner that lost a bundle's output).
+    Returns each file's size in bytes, for the manifest."""
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
         footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
     rows: dict[str, int] = defaultdict(int)
-    for (staged, _), num_rows in zip(plan, footers, strict=True):
+    for (staged, _), (num_rows, _) in zip(plan, footers, strict=True):
         rows[staged.directory] += num_rows
     counts = manifest["counts"]
     expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
@@ -551,6 +553,7 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
         detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
         raise CommitError(f"committed rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
+    return [size for _, size in footers]
 
 
 def _is_counted(directory: str) -> bool:
@@ -558,11 +561,12 @@ def _is_counted(directory: str) -> bool:
     return directory.startswith(f"{PARTITION_COLUMN}=") or directory == REJECTS_DIR
 
 
-def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> int:
-    """Rows in a committed file, after checking it is the file staged with the rows staged."""
+def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> tuple[int, int]:
+    """(rows, bytes) of a committed file, after checking it is the file staged with the rows staged."""
     try:
         with fs.open(f"{root}/{final}", "rb") as f:
             metadata = pq.read_metadata(f)
+            size = f.seek(0, io.SEEK_END)  # known to the open file: no further request
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
     staged_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
@@ -571,7 +575,7 @@ def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -
             f"committed file {final} is not the one staged ({staged_as or 'no zerda footer'}, {metadata.num_rows:,} "
             f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
         )
-    return metadata.num_rows
+    return metadata.num_rows, size
 
 
 def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
@@ -583,9 +587,13 @@ def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
             fs.rmdir(f"{root}/{STAGING_DIR}")
 
 
-def _publish(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> dict[str, Any]:
+def _publish(
+    fs: AbstractFileSystem, root: str, plan: Plan, sizes: list[int], manifest: Mapping[str, Any]
+) -> dict[str, Any]:
     """Write the manifest, then ``_SUCCESS``: the last step, the one that makes OUTPUT a finished output."""
-    files = [{"path": final, "rows": staged.rows} for staged, final in plan]
+    files = [
+        {"path": final, "rows": staged.rows, "bytes": size} for (staged, final), size in zip(plan, sizes, strict=True)
+    ]
     final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
     fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
     fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
