@@ -111,8 +111,13 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     root = posixpath.normpath(root)
     if not fs.exists(f"{root}/{SUCCESS_FILE}"):
         return Previous(reason="no committed previous output (no _SUCCESS)")
-    with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
-        data = f.read()
+    try:
+        with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, IsADirectoryError) as err:  # a _SUCCESS without its manifest: deleted by hand
+        return Previous(
+            reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
+        )
     try:
         manifest = json.loads(data)
         entries = {entry["path"]: entry.get("bytes") for entry in manifest["output"]["files"]}

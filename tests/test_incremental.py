@@ -231,13 +231,17 @@ def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(tmp_path: Path
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
 
 
-@pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7"])
-def test_a_previous_manifest_of_another_shape_is_no_previous_output(manifest: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", None])
+def test_a_previous_manifest_missing_or_of_another_shape_is_no_previous_output(
+    manifest: str | None, tmp_path: Path
+) -> None:
     (tmp_path / "_SUCCESS").write_bytes(b"")
-    (tmp_path / "_manifest.json").write_text(manifest, encoding="utf-8")
+    if manifest is not None:
+        (tmp_path / "_manifest.json").write_text(manifest, encoding="utf-8")
     previous = read_previous(str(tmp_path), "fingerprint", incremental=True)
     assert (previous.carry, previous.index_files, dict(previous.chunk_files)) == (False, (), {})
-    assert previous.reason.startswith("full run: the previous _manifest.json is unreadable (")
+    what = "unreadable (" if manifest is not None else "missing (FileNotFoundError)"
+    assert previous.reason.startswith(f"full run: the previous _manifest.json is {what}")
 
 
 def test_a_settings_change_runs_in_full_and_says_why(tmp_path: Path) -> None:
