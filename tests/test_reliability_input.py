@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -576,6 +577,31 @@ def test_an_unwritable_output_exits_2(
         assert (tmp_path / "a_file").read_text(encoding="utf-8") == "keep me"
     if kind == "proc":
         assert not Path(str(output)).exists()
+
+
+def test_a_device_as_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--input", str(REPO / "tests/data"), "--output", "/dev/null"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == "zerda: error: output '/dev/null' is a file, not a directory\n"
+
+
+def test_an_s3_output_without_credentials_exits_2_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """botocore's NoCredentialsError is no OSError: it was a traceback."""
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance metadata lookup, no wait
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    fsspec.get_filesystem_class("s3").clear_instance_cache()  # no filesystem made earlier, with credentials
+    argv = ["--input", str(REPO / "tests/data"), "--output", "s3://zerda-no-such-bucket/out"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "zerda: error: output 's3://zerda-no-such-bucket/out' is not writable: NoCredentialsError:"
+        " Unable to locate credentials\n"
+    )
 
 
 def test_a_refused_run_leaves_a_previous_output_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

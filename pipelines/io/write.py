@@ -132,7 +132,7 @@ def prepare_output(output: str) -> None:
     """
     try:
         fs, root = _filesystem(output)
-        if fs.isfile(root):
+        if fs.exists(root) and not fs.isdir(root):  # a file, or a device such as /dev/null
             raise OutputError(f"output {output!r} is a file, not a directory")
         _refuse_a_foreign_folder(fs, root, output)
         fs.makedirs(root, exist_ok=True)
@@ -143,6 +143,8 @@ def prepare_output(output: str) -> None:
         raise
     except (OSError, ValueError, ImportError) as err:  # what fsspec raises for denied, bad or unknown paths
         raise OutputError(f"output {output!r} is not writable: {err}") from err
+    except Exception as err:  # a storage library's own errors: botocore's NoCredentialsError is no OSError
+        raise OutputError(f"output {output!r} is not writable: {type(err).__name__}: {err}") from err
 
 
 def _refuse_a_foreign_folder(fs: AbstractFileSystem, root: str, output: str) -> None:
