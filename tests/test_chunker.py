@@ -6,6 +6,7 @@ import itertools
 import logging
 import statistics
 import threading
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,39 @@ def test_document_density_scope_is_the_default_one_target() -> None:
 def test_density_scope_must_be_known() -> None:
     with pytest.raises(ValueError, match="density_scope"):
         ChunkConfig(density_scope="paragraph")
+
+
+CLUSTERED = {
+    # scripts and symbols whose characters carry marks or joiners, written without spaces: every cut is a hard one
+    "thai": "ภาษาไทยเป็นภาษาที่มีระดับเสียงของคำแน่นอนหรือวรรณยุกต์" * 200,
+    "accents": "e\u0301a\u0300o\u0302" * 1500,
+    "arabic-harakat": "بَيْتٌكَبِيرٌ" * 1000,
+    "zwj-family": "\U0001f469\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466" * 400,
+    "skin-tones": "\U0001f44d\U0001f3fd" * 1000,
+    "flags": "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f" * 300,
+}
+
+
+def _inside_a_cluster(text: str, i: int) -> bool:
+    if not 0 < i < len(text):
+        return False
+    return (
+        unicodedata.category(text[i])[0] == "M"
+        or text[i - 1] == "\u200d"
+        or text[i] == "\u200d"
+        or ("\U0001f3fb" <= text[i] <= "\U0001f3ff" or "\U000e0020" <= text[i] <= "\U000e007f")
+    )
+
+
+@pytest.mark.parametrize("name", list(CLUSTERED))
+def test_a_cut_inside_a_long_word_never_splits_a_character_cluster(name: str) -> None:
+    """A word longer than the target is cut inside, but between clusters: no chunk starts with a stranded
+    accent or vowel mark, and no emoji sequence is split across chunks."""
+    text = CLUSTERED[name]
+    chunks = AdaptiveChunker(min_size=100, max_size=300, overlap=40).chunk(text)
+    assert len(chunks) > 5
+    for chunk in chunks:
+        start, end = chunk.metadata.start_char, chunk.metadata.end_char
+        assert text[start:end] == chunk.text
+        assert len(chunk.text) <= 300
+        assert not _inside_a_cluster(text, start) and not _inside_a_cluster(text, end), (start, end)

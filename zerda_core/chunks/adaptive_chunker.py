@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from bisect import bisect_right
 from collections import Counter
 from itertools import compress, filterfalse
@@ -343,6 +344,26 @@ class _Sizing:
 _WORD_START = re.compile(r"(?<!\S)\S")
 _NON_SPACE = re.compile(r"\S")
 _SPACES = (" ", "\t", "\n", "\r")
+_ZWJ = "\u200d"
+_CLUSTER_TAIL = re.compile("[\u200d\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f]")  # ZWJ, skin tones, flag tags
+
+
+def _continues_cluster(text: str, i: int) -> bool:
+    """Whether ``text[i]`` belongs with the character before it: a combining mark (accents, Arabic
+    harakat, Thai vowels, variation selectors), an emoji modifier or tag, or what follows a ZWJ."""
+    if not 0 < i < len(text):
+        return False
+    char = text[i]
+    return unicodedata.category(char)[0] == "M" or bool(_CLUSTER_TAIL.match(char)) or text[i - 1] == _ZWJ
+
+
+def _cluster_start(text: str, i: int, floor: int) -> int:
+    """``i``, moved back to the start of the character cluster it falls inside, but not to ``floor`` or
+    below (then ``i``): a cut inside a word never strands an accent or splits an emoji."""
+    j = i
+    while j > floor and _continues_cluster(text, j):
+        j -= 1
+    return i if _continues_cluster(text, j) or j == floor else j
 
 
 def _one_target(_start: int | None) -> None:
@@ -453,6 +474,8 @@ class _Cutter:
         word = _WORD_START.search(self.text, lowest, end) if lowest < end else None
         if word is not None:
             return word.start()
+        while lowest < end and _continues_cluster(self.text, lowest):  # never start inside a cluster
+            lowest += 1
         return lowest if lowest < end else None
 
     def _cut_sentence(self, s: int, limit: int) -> tuple[int, int]:
@@ -462,7 +485,7 @@ class _Cutter:
         if cut <= s:
             cut = max(text.rfind(space, s + 1, limit + 1) for space in _SPACES)
         if cut <= s:
-            cut = limit  # one "word" longer than the window: cut inside it
+            cut = _cluster_start(text, limit, s)  # one "word" longer than the window: cut inside it
         piece_end = cut
         while piece_end > s + 1 and text[piece_end - 1].isspace():
             piece_end -= 1
