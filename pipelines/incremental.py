@@ -151,7 +151,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
 
 
 def _resized(committed: int | None, now: int | None) -> bool:
-    """Not the file committed: its size differs from the one the manifest recorded (since zerda 0.2.0)."""
+    """Not the file committed: its size differs from the one the manifest recorded (since zerda 0.2.1)."""
     return committed is not None and now is not None and committed != now
 
 
