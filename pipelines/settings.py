@@ -211,11 +211,16 @@ class InputSettings(_Section):
     )
 
     def _cross_checks(self) -> list[str]:
-        """Each ``formats`` key that could never match a file, and keys that name one suffix twice
-        (suffixes match in any case, so ``.log`` and ``.LOG`` are one key: which format would win?)."""
+        """One field for both text and id; each ``formats`` key that could never match a file, and keys
+        that name one suffix twice (suffixes match in any case: ``.log`` and ``.LOG``, which would win?)."""
+        problems = []
+        if self.text_field == self.id_field:
+            problems.append(
+                f"input.text_field and input.id_field are both {self.text_field!r}: every id would be its whole text"
+            )
         if not SUFFIX_FORMATS.check(self.formats):
-            return []
-        problems = [
+            return problems
+        problems += [
             f"input.formats key {key!r} can never match a file: a key is one suffix such as '.log' (a dot, no"
             " other dot, no space, not a compression suffix); a compressed file is matched by the suffix before"
             " its compression suffix, so '.log' also reads app.log.gz"

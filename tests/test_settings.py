@@ -202,6 +202,10 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
         ({"input": {"formats": {".": "text"}}}, "input.formats key '.' can never match a file"),
         ({"input": {"formats": {".a/b": "text"}}}, "input.formats key '.a/b' can never match a file"),
         (
+            {"input": {"text_field": "body", "id_field": "body"}},
+            "input.text_field and input.id_field are both 'body': every id would be its whole text",
+        ),
+        (
             {"input": {"formats": {".log": "text", ".LOG": "jsonl"}}},
             "input.formats keys '.log', '.LOG' are one suffix (suffixes match in any case): keep one",
         ),
