@@ -428,6 +428,21 @@ def test_nul_bytes_in_a_text_file_are_not_text(tmp_path: Path) -> None:
     assert (only_reject(rejects).reason, rejects[0].message) == ("not_text", "NUL character at 20000")
 
 
+@pytest.mark.parametrize(("codec", "name"), [("utf-16", "UTF-16"), ("utf-16-be", None), ("utf-32", "UTF-32")])
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl"])
+def test_utf16_and_utf32_files_are_not_text_saying_how_to_convert(
+    codec: str, name: str | None, suffix: str, tmp_path: Path
+) -> None:
+    text = json.dumps({"text": "a Windows export"}) if suffix == ".jsonl" else "a Windows export"
+    data = text.encode(codec) if name else b"\xfe\xff" + text.encode(codec)  # utf-16-be writes no mark itself
+    _, rejects, _ = read(write(tmp_path / f"a{suffix}", data))
+    encoding = name or "UTF-16"
+    assert (only_reject(rejects).reason, rejects[0].message) == (
+        "not_text",
+        f"{encoding} text (its byte order mark): zerda reads UTF-8; convert it (iconv -f {encoding} -t UTF-8)",
+    )
+
+
 def test_binary_file_matched_by_a_glob_is_not_text(tmp_path: Path) -> None:
     write(tmp_path / "corpus" / "doc.md", "# A real document, long enough to matter.")
     write(tmp_path / "corpus" / "photo.txt", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * 50)

@@ -18,6 +18,13 @@ from pipelines.settings import InputSettings
 BUFFER_BYTES = 1 << 20
 MISSING = object()  # a field the record does not have (unlike one set to null)
 _SNIFF_BYTES = 8192
+# UTF-32 first: its little-endian mark begins with UTF-16's
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 
 
 def binary_head(head: bytes) -> bool:
@@ -124,8 +131,15 @@ class FileContext:
 
     def binary_sniffed(self, stream: io.BufferedReader) -> Reject | None:
         """A binary head (see ``binary_head``) is one ``not_text`` reject for the file."""
-        if self.head and binary_head(stream.peek(_SNIFF_BYTES)):
-            return self.reject(0, self.name, "not_text", "binary content (NUL bytes) in a text file")
+        head = stream.peek(_SNIFF_BYTES) if self.head else b""
+        if binary_head(head):
+            encoding = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+            message = (
+                f"{encoding} text (its byte order mark): zerda reads UTF-8; convert it (iconv -f {encoding} -t UTF-8)"
+                if encoding
+                else "binary content (NUL bytes) in a text file"
+            )
+            return self.reject(0, self.name, "not_text", message)
         return None
 
 
