@@ -267,6 +267,86 @@ def test_refuses_success_without_manifest(tmp_path: Path, capsys) -> None:
     assert "_manifest.json" in capsys.readouterr().err
 
 
+def listing(url: str) -> str:
+    """``write_output``'s output with its files listed in the manifest, path and size, as the commit writes them."""
+    root = Path(url)
+    files = sorted(f for f in root.rglob("*") if f.is_file() and not f.name.startswith("_"))
+    entries = [{"path": f.relative_to(root).as_posix(), "rows": 0, "bytes": f.stat().st_size} for f in files]
+    (root / "_manifest.json").write_text(json.dumps({**manifest(), "output": {"root": url, "files": entries}}))
+    return url
+
+
+def refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one stderr line of a refused report: exit code 2, nothing on stdout, no traceback."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("zerda-report: "), captured.err
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{bad", "not zerda's JSON"),
+        ("", "not zerda's JSON"),
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"counts": 5}', "'counts' is not an object"),
+        ('{"settings": {"output": {"bucket_width": 0}}}', "bucket_width 0 is not in (0, 1]"),
+        ('{"settings": {"output": []}}', "'settings.output' is not an object"),
+        ('{"timings": {"seconds": "soon"}}', "timings.seconds is not a number"),
+        ('{"output": {"files": [{"path": "../../etc/passwd"}]}}', "output.files is not a list of files"),
+    ],
+)
+def test_refuses_a_manifest_that_is_not_zerdas(output: str, content: str, says: str, capsys) -> None:
+    (Path(output) / "_manifest.json").write_text(content)
+    assert says in refusal([output], capsys)
+
+
+def test_refuses_an_output_missing_or_changing_a_file_its_manifest_lists(output: str, capsys) -> None:
+    listing(output)
+    part = Path(output) / "density_bucket=3" / "part-00000-of-00001.parquet"
+    kept = part.read_bytes()
+    part.unlink()  # a partial copy: the report used to sum the buckets that were left, with exit code 0
+    err = refusal([output], capsys)
+    assert "incomplete: 1 file(s) its manifest lists are gone or changed (e.g. density_bucket=3/part-" in err
+    part.write_bytes(kept[: len(kept) // 2])  # cut short
+    assert "incomplete" in refusal([output], capsys)
+    part.write_bytes(kept)
+    assert main([output]) == 0
+
+
+def test_counts_only_the_files_its_manifest_lists(output: str) -> None:
+    listing(output)
+    stray = Path(output) / "density_bucket=1" / "part-99999.parquet"  # another run's file, copied in by hand
+    pq.write_table(pa.Table.from_pylist(chunk_rows(1), schema=CHUNK_SCHEMA), stray)
+    assert load_report(output).stats().chunks == 16
+
+
+def test_a_broken_parquet_file_is_one_line(output: str, capsys) -> None:
+    part = Path(output) / "density_bucket=7" / "part-00000-of-00001.parquet"
+    part.write_bytes(b"\0" * part.stat().st_size)  # same size: only reading it can tell
+    listing(output)
+    assert "cannot read the output" in refusal([output], capsys)
+
+
+def test_a_file_or_an_unknown_filesystem_is_one_line(output: str, capsys) -> None:
+    assert "is a file, not an output folder" in refusal([f"{output}/_manifest.json"], capsys)
+    assert "Protocol not known" in refusal(["notes::nosuchfs"], capsys)
+
+
+def test_credentials_in_the_url_stay_out_of_the_error(monkeypatch, capsys) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    err = refusal(["s3://AKIAEXAMPLEKEY00000:wJalrXUtnFEMIsecret@bucket/out"], capsys)
+    assert "AKIAEXAMPLEKEY00000" not in err and "wJalrXUtnFEMIsecret" not in err
+
+
+def test_an_html_page_that_cannot_be_written_is_one_line_and_prints_nothing(output: str, tmp_path, capsys) -> None:
+    assert "cannot write --html" in refusal([output, "--html", str(tmp_path)], capsys)
+
+
 # The shared rendering helpers
 
 

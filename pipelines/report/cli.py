@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import fsspec
 
 from pipelines.errors import OutputError
+from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.report.page import render_html
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text
@@ -29,14 +30,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report (and write the page); exit code 2 when there is no finished output."""
     args = parse_args(argv)
+    for url in (args.output, args.html or ""):
+        remember_credentials(url)  # a storage library may echo them in an error, as a bucket name
     try:
         report = load_report(args.output)
     except OutputError as err:
-        print(f"zerda-report: {err}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _refused(str(err))
+    if args.html:  # written before anything is printed: a page that cannot be written is one error line
+        try:
+            with fsspec.open(args.html, "w", encoding="utf-8") as f:
+                f.write(render_html(report))
+        except Exception as err:  # a folder, a denied path, an unknown protocol, a storage library's own error
+            return _refused(f"cannot write --html {args.html}: {type(err).__name__}: {err}")
     write_stdout(render_text(report))
     if args.html:
-        with fsspec.open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_html(report))
-        print(f"wrote {args.html}", file=sys.stderr)
+        print(f"wrote {redact_url(args.html)}", file=sys.stderr)
     return 0
+
+
+def _refused(message: str) -> int:
+    """One ``zerda-report:`` line on stderr, credentials removed; the exit code for "nothing to report"."""
+    line = " ".join(redact_url(message).split())
+    print(f"zerda-report: {bounded(line, 600)}", file=sys.stderr)
+    return EXIT_REFUSED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import posixpath
 from collections import Counter
@@ -18,7 +19,9 @@ from pyarrow import acero
 
 from pipelines.errors import OutputError
 from pipelines.layout import CHUNK_SUFFIX, MANIFEST_FILE, PARTITION_COLUMN, REJECT_SUFFIX, REJECTS_DIR, SUCCESS_FILE
+from pipelines.redact import bounded, redact_url
 from pipelines.report.model import Group, RejectedFile, Report, Sample, SourceCounts
+from pipelines.settings import OutputSettings
 
 _GROUP_KEYS = [PARTITION_COLUMN, "char_count", "language"]
 SAMPLES_PER_BUCKET = 2
@@ -30,34 +33,106 @@ def open_output(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem and root of a finished output; ``OutputError`` when there is none to report."""
     fs, root = url_to_fs(url)
     root = root.rstrip("/") or root
+    shown = redact_url(url)
     if not fs.isdir(root):
-        raise OutputError(f"no output at {url}: the directory does not exist")
+        if fs.exists(root):
+            raise OutputError(f"{shown} is a file, not an output folder: give the folder zerda-rechunk wrote")
+        raise OutputError(f"no output at {shown}: the directory does not exist")
     if not fs.exists(posixpath.join(root, SUCCESS_FILE)):
         raise OutputError(
-            f"{url} has no {SUCCESS_FILE}: the run failed or is still writing, so its numbers would be partial."
+            f"{shown} has no {SUCCESS_FILE}: the run failed or is still writing, so its numbers would be partial."
             " Rerun the pipeline into it, then report."
         )
-    if not fs.exists(posixpath.join(root, MANIFEST_FILE)):
-        raise OutputError(f"{url} has {SUCCESS_FILE} but no {MANIFEST_FILE}: not a zerda output")
+    if not fs.isfile(posixpath.join(root, MANIFEST_FILE)):
+        raise OutputError(f"{shown} has {SUCCESS_FILE} but no {MANIFEST_FILE}: not a zerda output")
     return fs, root
 
 
 def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
+    """The manifest, checked for the shape the report reads; ``OutputError`` when it is not zerda's."""
     with fs.open(posixpath.join(root, MANIFEST_FILE), "rb") as f:
-        manifest: dict[str, Any] = json.load(f)
+        data = f.read()
+    try:
+        manifest = json.loads(data)
+    except ValueError as err:  # not JSON, not UTF-8: edited by hand, cut short, or another tool's file
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's JSON ({bounded(str(err))})") from err
+    if not isinstance(manifest, dict):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: a JSON {type(manifest).__name__}, not an object")
+    for key in _MAPPINGS:
+        if not isinstance(manifest.get(key, {}), dict):
+            raise OutputError(f"{MANIFEST_FILE} is not zerda's: {key!r} is not an object")
+    if not isinstance(manifest.get("settings", {}).get("output", {}), dict):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: 'settings.output' is not an object")
+    width = manifest.get("settings", {}).get("output", {}).get("bucket_width", OutputSettings().bucket_width)
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width <= 1:
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: bucket_width {bounded(repr(width))} is not in (0, 1]")
+    seconds = manifest.get("timings", {}).get("seconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: timings.seconds is not a number")
     return manifest
 
 
-def _parquet_files(fs: fsspec.AbstractFileSystem, pattern: str) -> list[str]:
-    return sorted(fs.glob(pattern))
+_MAPPINGS = ("settings", "counts", "timings", "versions", "output")
 
 
-def scan_chunks(fs: fsspec.AbstractFileSystem, root: str) -> tuple[Group, ...]:
+def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[str, Any]) -> list[str] | None:
+    """The data files the manifest lists (absolute paths), each checked present with its committed size.
+
+    ``None`` for a manifest from before zerda listed its files (then the folders are globbed). A listed
+    file gone or of another size means the output was changed by hand or half copied: its numbers would
+    be wrong, so ``OutputError``.
+    """
+    entries = manifest.get("output", {}).get("files")
+    if entries is None:
+        return None
+    if not isinstance(entries, list) or not all(_is_entry(entry) for entry in entries):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: output.files is not a list of files in the output")
+    present = {posixpath.relpath(path, root): info.get("size") for path, info in fs.find(root, detail=True).items()}
+    missing = [
+        entry["path"]
+        for entry in entries
+        if entry["path"] not in present
+        or (entry.get("bytes") is not None and present[entry["path"]] not in (None, entry["bytes"]))
+    ]
+    if missing:
+        raise OutputError(
+            f"the output is incomplete: {len(missing)} file(s) its manifest lists are gone or changed"
+            f" (e.g. {bounded(missing[0])}), so its numbers would be wrong. Rerun the pipeline into it, then report."
+        )
+    return [posixpath.join(root, entry["path"]) for entry in entries]
+
+
+def _is_entry(entry: object) -> bool:
+    """A file entry of the manifest: a relative path inside the output, no ``..``, with an integer size."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return False
+    path, size = entry["path"], entry.get("bytes")
+    inside = path == posixpath.normpath(path) and not path.startswith(("/", "..")) and "://" not in path
+    return inside and (size is None or (isinstance(size, int) and not isinstance(size, bool)))
+
+
+def _parquet_files(fs: fsspec.AbstractFileSystem, pattern: str, listed: list[str] | None = None) -> list[str]:
+    """The files matching ``pattern``: of those the manifest lists when it lists them, else by glob."""
+    if listed is None:
+        return sorted(fs.glob(pattern))
+    return sorted(path for path in listed if _matches(path, pattern))
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """``path`` matches ``pattern`` part by part (``*`` stays inside one folder name)."""
+    parts, wanted = path.split("/"), pattern.split("/")
+    return len(parts) == len(wanted) and all(
+        part == want or ("*" in want and fnmatch.fnmatchcase(part, want))
+        for part, want in zip(parts, wanted, strict=True)
+    )
+
+
+def scan_chunks(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None) -> tuple[Group, ...]:
     """Chunks and first chunks (one per document) by bucket, size and language, aggregated while streaming.
 
     Only files under ``density_bucket=K/`` count, so a stray temp folder in OUTPUT never adds rows.
     """
-    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"))
+    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"), listed)
     if not files:
         return ()
     partitioning = ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.int32())]), flavor="hive")
@@ -86,14 +161,16 @@ def scan_chunks(fs: fsspec.AbstractFileSystem, root: str) -> tuple[Group, ...]:
     )
 
 
-def _chunk_dataset(fs: fsspec.AbstractFileSystem, root: str) -> ds.Dataset | None:
-    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"))
+def _chunk_dataset(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None) -> ds.Dataset | None:
+    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"), listed)
     return ds.dataset(files, filesystem=fs, format="parquet") if files else None
 
 
-def scan_sources(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, tuple[int, int, int]]:
+def scan_sources(
+    fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None
+) -> dict[str, tuple[int, int, int]]:
     """Per source file: (documents, chunks, characters), aggregated while streaming three columns."""
-    dataset = _chunk_dataset(fs, root)
+    dataset = _chunk_dataset(fs, root, listed)
     if dataset is None:
         return {}
     is_first = pc.equal(pc.field("chunk_index"), 0).cast(pa.int64())
@@ -123,9 +200,11 @@ def scan_sources(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, tuple[in
     return {row["source"]: (row["documents"], row["chunks"], row["characters"]) for row in plan.to_table().to_pylist()}
 
 
-def read_rejects(fs: fsspec.AbstractFileSystem, root: str) -> tuple[dict[str, int], tuple[RejectedFile, ...]]:
+def read_rejects(
+    fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None
+) -> tuple[dict[str, int], tuple[RejectedFile, ...]]:
     """Rejected records by reason, and by file (most rejects first), from ``_rejects/`` (absent when none)."""
-    files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"))
+    files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"), listed)
     if not files:
         return {}, ()
     table = ds.dataset(files, filesystem=fs, format="parquet").to_table(
@@ -149,15 +228,19 @@ def _most_first(counts: Mapping[str, int]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
-def read_samples(fs: fsspec.AbstractFileSystem, root: str, per_bucket: int = SAMPLES_PER_BUCKET) -> tuple[Sample, ...]:
+def read_samples(
+    fs: fsspec.AbstractFileSystem, root: str, per_bucket: int = SAMPLES_PER_BUCKET, listed: list[str] | None = None
+) -> tuple[Sample, ...]:
     """From the first rows of the first file of each bucket, the first chunk of ``per_bucket`` documents.
 
     Cheap (one batch of one file a bucket) and the same on every call.
     """
     columns = ["source", "record", "chunk_index", "language", "char_count", "text"]
     samples: list[Sample] = []
-    for folder in sorted(fs.glob(posixpath.join(root, f"{PARTITION_COLUMN}=*")), key=_bucket_of):
-        files = _parquet_files(fs, posixpath.join(folder, f"*{CHUNK_SUFFIX}"))
+    pattern = posixpath.join(root, f"{PARTITION_COLUMN}=*")
+    folders = {posixpath.dirname(path) for path in listed} if listed is not None else set(fs.glob(pattern))
+    for folder in sorted((f for f in folders if _matches(f, pattern)), key=_bucket_of):
+        files = _parquet_files(fs, posixpath.join(folder, f"*{CHUNK_SUFFIX}"), listed)
         if not files:
             continue
         with fs.open(files[0], "rb") as f:
@@ -182,21 +265,36 @@ def _cut(text: str) -> str:
 
 
 def load_report(url: str) -> Report:
-    """Read a finished output; ``OutputError`` if it is missing or unfinished."""
+    """Read a finished output; ``OutputError`` (one line) if it is missing, unfinished, changed or unreadable."""
+    try:
+        return _load_report(url)
+    except OutputError:
+        raise
+    except (OSError, ValueError, ImportError, pa.ArrowException) as err:  # storage, a bad URL, a broken file
+        raise OutputError(f"cannot read the output {redact_url(url)}: {redact_url(str(err))}") from err
+    except Exception as err:  # a storage library's own errors: botocore's NoCredentialsError is no OSError
+        raise OutputError(
+            f"cannot read the output {redact_url(url)}: {type(err).__name__}: {redact_url(str(err))}"
+        ) from err
+
+
+def _load_report(url: str) -> Report:
     fs, root = open_output(url)
-    rejects, rejected_files = read_rejects(fs, root)
-    chunked = scan_sources(fs, root)
+    manifest = read_manifest(fs, root)
+    listed = committed_files(fs, root, manifest)
+    rejects, rejected_files = read_rejects(fs, root, listed)
+    chunked = scan_sources(fs, root, listed)
     rejected = {f.source: f.rejects for f in rejected_files}
     sources = [
         SourceCounts(source, *chunked.get(source, (0, 0, 0)), rejected.get(source, 0))
         for source in set(chunked) | set(rejected)
     ]
     return Report(
-        output=url,
-        manifest=read_manifest(fs, root),
-        groups=scan_chunks(fs, root),
+        output=redact_url(url),
+        manifest=manifest,
+        groups=scan_chunks(fs, root, listed),
         rejects=rejects,
         sources=tuple(sorted(sources, key=lambda s: (-s.chunks, -s.rejects, s.source))),
         rejected_files=rejected_files,
-        samples=read_samples(fs, root),
+        samples=read_samples(fs, root, listed=listed),
     )
