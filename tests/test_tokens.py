@@ -7,6 +7,7 @@ configs draw both units.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from tests.chunk_checks import assert_chunk_contract
 from tests.common import LLAMA_TOKENIZER, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, source_texts
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
+from zerda_core.chunks import tokens as tokens_module
 from zerda_core.chunks.tokens import TOKEN_WINDOW, _load, load_tokenizer, tokenizer_path
 
 DATA = REPO / "tests/data"
@@ -86,12 +88,28 @@ def test_characters_stay_the_default_without_token_counts() -> None:
         ({"size_unit": "tokens", "tokenizer": "/nonexistent/tokenizer.json"}, "cannot read tokenizer"),
         ({"size_unit": "tokens", "tokenizer": str(REPO / "setup.py")}, "is not a tokenizer.json file"),
         ({"size_unit": "tokens", "tokenizer": "package:no_such_package/t.json"}, "is not installed"),
+        ({"size_unit": "tokens", "tokenizer": "/dev/zero"}, "not a regular file (a character device)"),  # read forever
+        ({"size_unit": "tokens", "tokenizer": str(REPO)}, "not a regular file (a directory)"),
     ],
 )
 def test_config_refuses_a_bad_unit_or_tokenizer(kwargs: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=r"^ChunkConfig") as info:
         ChunkConfig(**kwargs)  # type: ignore[arg-type]
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_fifo_or_an_oversized_file_as_tokenizer_fails_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = tmp_path / "tokenizer.json"
+    os.mkfifo(fifo)  # opening it would block until a writer comes
+    with pytest.raises(ValueError, match=r"not a regular file \(a FIFO\)"):
+        ChunkConfig(size_unit="tokens", tokenizer=str(fifo))
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    monkeypatch.setattr(tokens_module, "MAX_TOKENIZER_BYTES", 1024)
+    with pytest.raises(ValueError, match=r"2,048 bytes, over 1,024: not a tokenizer.json"):
+        ChunkConfig(size_unit="tokens", tokenizer=str(big))
 
 
 def test_without_the_tokenizers_package_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,7 @@ from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
+from stat import S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import Any
 
 from zerda_core.chunks.windows import whitespace_windows
@@ -30,6 +31,9 @@ PACKAGE_PREFIX = "package:"
 # Documents are tokenized in windows of about this many characters, cut at whitespace: the offsets of
 # a 50 MB document as one Python list would cost gigabytes.
 TOKEN_WINDOW = 1 << 20
+# The largest tokenizer.json read: the biggest models' files are tens of MB; a path to /dev/zero or a
+# corpus dump must fail at once, not read forever (a file growing while read stops here too).
+MAX_TOKENIZER_BYTES = 256 << 20
 
 
 class CharacterMeasure:
@@ -133,7 +137,19 @@ def load_tokenizer(spec: str) -> TokenCounter:
         stat = path.stat()
     except OSError as err:
         raise ValueError(f"cannot read tokenizer {spec!r}: {err.strerror or err}") from err
+    if not S_ISREG(stat.st_mode):  # a FIFO would block, /dev/zero would never end, a folder cannot be read
+        raise ValueError(f"cannot read tokenizer {spec!r}: not a regular file ({_kind(stat.st_mode)})")
+    if stat.st_size > MAX_TOKENIZER_BYTES:
+        raise ValueError(
+            f"cannot read tokenizer {spec!r}: {stat.st_size:,} bytes, over {MAX_TOKENIZER_BYTES:,}:"
+            " not a tokenizer.json"
+        )
     return _load(spec, str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def _kind(mode: int) -> str:
+    kinds = ((S_ISDIR, "a directory"), (S_ISFIFO, "a FIFO"), (S_ISCHR, "a character device"), (S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 @lru_cache(maxsize=8)
@@ -144,9 +160,12 @@ def _load(spec: str, path: str, _mtime_ns: int, _size: int) -> TokenCounter:
     except ImportError as err:
         raise ValueError("size_unit 'tokens' needs the tokenizers package: pip install 'zerda[tokens]'") from err
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TOKENIZER_BYTES + 1)
     except OSError as err:
         raise ValueError(f"cannot read tokenizer {spec!r}: {err.strerror or err}") from err
+    if len(raw) > MAX_TOKENIZER_BYTES:  # it grew after the check
+        raise ValueError(f"cannot read tokenizer {spec!r}: over {MAX_TOKENIZER_BYTES:,} bytes: not a tokenizer.json")
     try:
         tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
     except Exception as err:  # a bad UTF-8 byte, or tokenizers' own bare Exception for a bad file
