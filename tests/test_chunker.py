@@ -76,6 +76,14 @@ def test_non_string_text_is_a_type_error() -> None:
         AdaptiveChunker().chunk(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("name", "value"), [("doc_id", 5), ("doc_id", None), ("source", b"a.txt"), ("source", None)])
+def test_non_string_doc_id_or_source_is_a_type_error_at_the_call(name: str, value: object) -> None:
+    # They used to be stored as given, and each chunk's chunk_id (which hashes them) failed later.
+    text = "A fennec fox sleeps by day. It hunts at night in the desert sand. " * 30
+    with pytest.raises(TypeError, match=f"{name} must be str, got {type(value).__name__}"):
+        AdaptiveChunker().chunk(text, **{name: value})  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_contract_holds_on_shipped_texts(path: Path) -> None:
     text = path.read_text(encoding="utf-8")

@@ -218,6 +218,9 @@ class AdaptiveChunker(BaseChunker):
         """Cut ``text`` into density-sized chunks; a text under ``min_chunk_size`` gives ``[]``."""
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
+        for name, value in (("doc_id", doc_id), ("source", source)):
+            if not isinstance(value, str):  # else chunk_id, which hashes them, fails later, far from the call
+                raise TypeError(f"{name} must be str, got {type(value).__name__} (pass str({name}) for a number)")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
         density, target, _ = self.sizing(text)
