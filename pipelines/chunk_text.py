@@ -27,7 +27,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from pipelines.names import METRICS_NAMESPACE, REJECTS
-from pipelines.records import Reject, SourceRecord, encodable, excerpt, lone_surrogate
+from pipelines.records import Reject, SourceRecord, encodable, excerpt, lone_surrogate, nothing_visible
 from pipelines.settings import ChunkingSettings
 from zerda_core.chunks import Document
 
@@ -121,14 +121,16 @@ class _ChunkTextFn(beam.DoFn):
             return
         doc = item.document
         try:
-            chunks = self._chunker.chunk(doc.text, doc_id=doc.doc_id, source=doc.source)
+            blank = nothing_visible(doc.text)
+            chunks = [] if blank else self._chunker.chunk(doc.text, doc_id=doc.doc_id, source=doc.source)
         except Exception as error:  # a bad document must not stop a 10 TB job
             yield self._reject(_refused(item, "chunker_error", f"{type(error).__name__}: {error}"))
             return
+        if blank is not None:
+            yield self._reject(_refused(item, "empty", blank))
+            return
         if not chunks:
-            visible = len(doc.text.strip())
-            reason = "empty" if visible == 0 else "below_min_chunk_size"
-            yield self._reject(_refused(item, reason, f"{visible} visible characters"))
+            yield self._reject(_refused(item, "below_min_chunk_size", f"{len(doc.text.strip())} visible characters"))
             return
         if item.extra:
             for chunk in chunks:

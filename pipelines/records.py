@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 REJECT_REASONS = (
@@ -53,6 +54,22 @@ def excerpt(value: object) -> str:
     """A bounded, printable excerpt of bad input, safe to store in the rejects."""
     text = value if isinstance(value, str) else repr(value)
     return text[:EXCERPT_CHARS]
+
+
+def nothing_visible(text: str) -> str | None:
+    """Why ``text`` holds nothing to read or embed, as a reject message; None when it holds a visible character.
+
+    Whitespace and format characters (Unicode ``Cf``: zero-width space and joiners, word joiner, U+FEFF,
+    bidi marks, soft hyphen) only: such a text would be chunked into invisible chunks. Stops at the first
+    visible character, so an ordinary text costs a character or two.
+    """
+    if not text.strip():
+        return "document is empty or whitespace only"
+    if not all(c.isspace() or unicodedata.category(c) == "Cf" for c in text):
+        return None
+    invisible = sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})
+    shown = ", ".join(invisible[:3]) + (", ..." if len(invisible) > 3 else "")
+    return f"document holds only whitespace and invisible characters ({shown})"
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ def test_documents_keep_their_ids_and_sources() -> None:
 def test_every_element_without_chunks_is_a_reject_with_the_jobs_reason() -> None:
     elements: list[object] = [
         "   \n\t ",
+        "\u200b" * 300,  # only zero-width spaces: it used to give a chunk of 300 invisible characters
+        {"id": "invisible", "text": "\u200b\u2060\ufeff\u200d \n" * 50},
         "Too short.",
         {"id": "no-text", "body": "x"},
         {"id": "null-text", "text": None},
@@ -120,6 +122,8 @@ def test_every_element_without_chunks_is_a_reject_with_the_jobs_reason() -> None
             equal_to(
                 [
                     (content_id("   \n\t "), "", 0, "empty"),
+                    (content_id("\u200b" * 300), "", 0, "empty"),
+                    ("invisible", "", 0, "empty"),
                     (content_id("Too short."), "", 0, "below_min_chunk_size"),
                     ("no-text", "", 0, "missing_text"),
                     ("null-text", "", 0, "missing_text"),

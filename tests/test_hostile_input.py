@@ -441,6 +441,27 @@ def test_decompressing_past_max_file_bytes_stops_jsonl_and_text_with_too_large(t
     assert read_manifest(output)["counts"]["records_read"] == 3 + 1 + 1 + 1
 
 
+def test_a_text_of_only_invisible_characters_is_empty(tmp_path: Path) -> None:
+    # Zero-width spaces and joiners, word joiners, U+FEFF, bidi marks: they used to be chunked into chunks
+    # holding nothing to read or embed.
+    invisible = ["\u200b" * 200, "\u200b\u2060\ufeff\u200c\u200d\u200e\u00ad\n" * 40, " \u2060\t"]
+    lines = [json.dumps({"id": f"i{n}", "text": text}) for n, text in enumerate(invisible)]
+    lines.append(json.dumps({"id": "ok", "text": "\u200b" + PROSE}))
+    corpus = tmp_path / "a.jsonl"
+    corpus.write_text("\n".join(lines))
+    found = items(corpus)
+    assert rejects_of(found) == [(1, "empty"), (2, "empty"), (3, "empty")]
+    messages = [r.message for r in found if isinstance(r, Reject)]
+    assert messages[0] == "document holds only whitespace and invisible characters (U+200B)"
+    assert messages[1].startswith(
+        "document holds only whitespace and invisible characters (U+00AD, U+200B, U+200C, ..."
+    )
+    assert [r.doc_id for r in found if isinstance(r, SourceRecord)] == ["ok"]  # a visible character is enough
+    text_file = tmp_path / "b.md"
+    text_file.write_text("\ufeff\u200b\n\u200b")
+    assert rejects_of(items(text_file)) == [(0, "empty")]
+
+
 def test_a_long_run_of_empty_lines_is_cheap(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl.gz"
     path.write_bytes(gzip.compress(b"\n" * 100_000_000 + json.dumps({"text": PROSE}).encode()))

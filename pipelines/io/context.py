@@ -11,7 +11,15 @@ import io
 from dataclasses import dataclass
 
 from pipelines.io.expand import InputFile
-from pipelines.records import Reject, SourceRecord, encodable, excerpt, lone_surrogate, without_surrogates
+from pipelines.records import (
+    Reject,
+    SourceRecord,
+    encodable,
+    excerpt,
+    lone_surrogate,
+    nothing_visible,
+    without_surrogates,
+)
 from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.settings import InputSettings
 
@@ -95,8 +103,9 @@ class FileContext:
 
     def document(self, record: int, doc_id: str, text: str) -> SourceRecord | Reject:
         """The text as it is (line ends untouched: chunks are exact slices), or why it is refused."""
-        if not text.strip():
-            return self.reject(record, doc_id, "empty", "document is empty or whitespace only", text)
+        blank = nothing_visible(text)
+        if blank is not None:
+            return self.reject(record, doc_id, "empty", blank, text)
         if len(text) > self.settings.max_document_chars:
             limit = self.settings.max_document_chars
             return self.reject(record, doc_id, "too_large", f"{len(text)} characters, over {limit}", text)
