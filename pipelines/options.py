@@ -72,14 +72,36 @@ def seconds(value: str) -> float:
     return number
 
 
+class _StoreOnce(argparse._StoreAction):
+    """A Beam option of one value given twice with two values (``--runner A --runner B``) is a usage error:
+    Beam takes the last one, which a scheduler's appended override or a pasted command hides."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option: object = None
+    ) -> None:
+        given = f"_{self.dest}_given"
+        if hasattr(namespace, given) and getattr(namespace, given) != values:
+            first, then = getattr(namespace, given), values
+            raise UsageError(f"{option or self.option_strings[0]} given twice ({first!r}, then {then!r}): give it once")
+        setattr(namespace, given, values)
+        super().__call__(parser, namespace, values, option)  # type: ignore[arg-type]
+
+
 def _beam_parser() -> _RaisingParser:
-    """Every registered Beam option, one class each, as ``PipelineOptions.get_all_options`` collects them."""
+    """Every registered Beam option, one class each, as ``PipelineOptions.get_all_options`` collects them.
+
+    Options of one value refuse two different values (:class:`_StoreOnce`); list options (``--experiments``)
+    still take one value each time.
+    """
     parser = _RaisingParser(allow_abbrev=False, add_help=False)
     classes: dict[str, type[PipelineOptions]] = {}
     for cls in PipelineOptions.__subclasses__():
         classes.setdefault(str(cls), cls)
     for cls in classes.values():
         cls._add_argparse_args(parser)  # the hook each options class fills in
+    for action in parser._actions:
+        if type(action) is argparse._StoreAction:
+            action.__class__ = _StoreOnce
     return parser
 
 

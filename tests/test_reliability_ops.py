@@ -80,6 +80,9 @@ def _snapshot(output: Path) -> dict[str, bytes]:
         (["--quiet", "--verbose"], "not allowed with argument"),
         (["--output", "elsewhere"], "--output given twice"),  # not: the last one wins
         (["--config", "a.yaml", "--config", "b.yaml"], "--config given twice"),
+        # A Beam option of one value with two values: Beam took the last one (Flink here, which then fetched a jar)
+        (["--runner", "DirectRunner", "--runner=FlinkRunner"], "--runner given twice ('DirectRunner', then 'Flink"),
+        (["--direct_num_workers=2", "--direct_num_workers", "3"], "--direct_num_workers given twice (2, then 3)"),
         (["--output", ""], "argument --output: must not be empty"),  # "" would be the cwd
         (["--input", ""], "argument --input: must not be empty"),
         (["--input", " "], "argument --input: must not be empty"),
@@ -115,6 +118,7 @@ def test_an_argument_nobody_understands_exits_2_in_one_line_and_touches_nothing(
         ["--setup_file", "./setup.py", "--temp_location", "gs://b/tmp", "--project", "p", "--region", "europe-west1"],
         ["--staging_location=gs://b/staging", "--service_account_email=a@b.iam", "--max_num_workers=10"],
         ["--experiments=use_runner_v2", "--experiments", "shuffle_mode=service", "--save_main_session"],
+        ["--direct_num_workers=2", "--direct_num_workers", "2", "--runner", "DirectRunner", "--runner=DirectRunner"],
         ["--default_sdk_harness_log_level=INFO", "--requirements_file=req.txt", "--s3_endpoint_url=http://x"],
         ["--runner=SparkRunner", "--spark_master_url=local[2]", "--spark_version=3"],
         ["--runner=PrismRunner", "--prism_location=/bin/prism"],
