@@ -34,6 +34,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import DirectRunner
 from apache_beam.runners.runner import PipelineResult
 
+import zerda_core
 from pipelines.chunking import ChunkDocuments
 from pipelines.errors import OutputError, UsageError
 from pipelines.incremental import ChunkIncrementally, Previous, read_previous
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="chunk only new and changed documents; unchanged ones keep their rows from the previous output "
         "in OUTPUT (same as output.incremental: true in the config)",
     )
+    parser.add_argument("--version", action="version", version=f"zerda-rechunk {zerda_core.__version__}")
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("--quiet", action="store_true", help="print only errors")
     verbosity.add_argument("--verbose", action="store_true", help="log debug details, Beam's included")

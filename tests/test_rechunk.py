@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
+import zerda_core
 from pipelines.io.expand import sample_corpus_glob
 from pipelines.rechunk import _worker_logging, main, run
 from pipelines.report import main as report_main
@@ -155,6 +156,19 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for option in ("--input", "--output", "--config", "--quiet", "--verbose", "--runner"):
         assert option in out
+
+
+def test_version_prints_zerdas_version_and_touches_nothing(tmp_path: Path, capsys) -> None:
+    # It used to be refused as an unknown option, "did you mean --spark_version?"
+    output = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--output", str(output), "--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"zerda-rechunk {zerda_core.__version__}\n"
+    assert not output.exists()
+    with pytest.raises(SystemExit) as exit_info:
+        report_main(["--version"])
+    assert (exit_info.value.code, capsys.readouterr().out) == (0, f"zerda-report {zerda_core.__version__}\n")
 
 
 def test_summary_tells_counts_buckets_and_how_to_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

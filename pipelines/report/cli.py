@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import fsspec
 
+import zerda_core
 from pipelines.errors import OutputError
 from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.report.page import render_html
@@ -24,6 +25,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("output", help="the pipeline's OUTPUT: a local path or fsspec URL (s3://, gs://, ...)")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (path or fsspec URL)")
+    parser.add_argument("--version", action="version", version=f"zerda-report {zerda_core.__version__}")
     return parser.parse_args(argv)
 
 
