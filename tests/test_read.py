@@ -252,13 +252,23 @@ def test_invalid_json_line_is_rejected_and_reading_goes_on(tmp_path: Path) -> No
     assert reject.excerpt == '{"text": "unclosed'
 
 
-@pytest.mark.parametrize("line", ["[1, 2]", '"just a string"', "42", "null", "true"])
-def test_json_that_is_not_an_object_is_invalid_json(tmp_path: Path, line: str) -> None:
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("[1, 2]", "a JSON array"),
+        ('"just a string"', "a JSON string"),
+        ("42", "a JSON number"),
+        ("1.5e3", "a JSON number"),
+        ("null", "JSON null"),  # it said "a JSON NoneType"
+        ("true", "a JSON boolean"),
+    ],
+)
+def test_json_that_is_not_an_object_is_invalid_json(tmp_path: Path, line: str, kind: str) -> None:
     records, rejects, _ = read(write(tmp_path / "a.jsonl", line + "\n"))
     assert records == []
     reject = only_reject(rejects)
     assert (reject.reason, reject.record) == ("invalid_json", 1)
-    assert "where an object was expected" in reject.message
+    assert reject.message == f"{kind} where an object was expected"
 
 
 def test_deeply_nested_json_is_invalid_json_not_a_crash(tmp_path: Path) -> None:

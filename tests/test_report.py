@@ -291,7 +291,8 @@ def refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     [
         ("{bad", "not zerda's JSON"),
         ("", "not zerda's JSON"),
-        ("[1, 2]", "a JSON list, not an object"),
+        ("[1, 2]", "its JSON is an array, not an object"),
+        ("null", "its JSON is null, not an object"),
         ('{"counts": 5}', "'counts' is not an object"),
         ('{"settings": {"output": {"bucket_width": 0}}}', "bucket_width 0 is not in (0, 1]"),
         ('{"settings": {"output": []}}', "'settings.output' is not an object"),

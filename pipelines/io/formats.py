@@ -100,6 +100,17 @@ def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[
         yield ctx.record, line
 
 
+def _json_kind(value: object) -> str:
+    """A parsed JSON value's type, in JSON's words (``null``, not Python's ``NoneType``)."""
+    if value is None:
+        return "JSON null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    return "a JSON string" if isinstance(value, str) else "a JSON array"
+
+
 def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
@@ -108,7 +119,7 @@ def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Rej
         hint = _CR_HINT if "\r" in line.rstrip("\r\n") else ""
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}{hint}", shown)
     if not isinstance(obj, dict):
-        message = f"a JSON {type(obj).__name__} where an object was expected"
+        message = f"{_json_kind(obj)} where an object was expected"
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
     return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)

@@ -57,7 +57,9 @@ def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
     except ValueError as err:  # not JSON, not UTF-8: edited by hand, cut short, or another tool's file
         raise OutputError(f"{MANIFEST_FILE} is not zerda's JSON ({bounded(str(err))})") from err
     if not isinstance(manifest, dict):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: a JSON {type(manifest).__name__}, not an object")
+        kind = {"list": "an array", "str": "a string", "bool": "a boolean", "NoneType": "null"}
+        found = kind.get(type(manifest).__name__, "a number")
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: its JSON is {found}, not an object")
     for key in _MAPPINGS:
         if not isinstance(manifest.get(key, {}), dict):
             raise OutputError(f"{MANIFEST_FILE} is not zerda's: {key!r} is not an object")
