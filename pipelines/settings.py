@@ -353,6 +353,10 @@ class _ConfigLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # else: "could not determine a constructor for the tag"
+                raise yaml.constructor.ConstructorError(
+                    None, None, "merge keys (<<) are not allowed in a config: write the keys out", key_node.start_mark
+                )
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, (str, int, float, bool)):
                 continue  # an unhashable key is PyYAML's own error below
@@ -381,6 +385,9 @@ _ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_y
 _ConfigLoader.add_constructor("tag:yaml.org,2002:timestamp", _ConfigLoader.construct_yaml_timestamp)
 
 
+_MAX_SIMPLE_KEY = 1024  # YAML's limit on an implicit key's length: past it, its ':' is read as a value's
+
+
 def _parse_config(raw: bytes, path: str | Path) -> Any:
     """The YAML document in ``raw``; SettingsError in one line for anything that is not a plain, small config."""
     if len(raw) > MAX_CONFIG_BYTES:
@@ -396,8 +403,10 @@ def _parse_config(raw: bytes, path: str | Path) -> Any:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise SettingsError(f"config {path} is not valid YAML{where}: {str(problem)[:200]}") from err
+        problem = str(getattr(err, "problem", None) or str(err))[:200]
+        if problem == "mapping values are not allowed here" and mark is not None and mark.column >= _MAX_SIMPLE_KEY:
+            problem += f" (a key longer than {_MAX_SIMPLE_KEY} characters? YAML allows no longer one)"
+        raise SettingsError(f"config {path} is not valid YAML{where}: {problem}") from err
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

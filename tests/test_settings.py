@@ -383,6 +383,8 @@ def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
             "aliases",
         ),
         ("base: &base {base_size: 400}\nchunking:\n  <<: *base\n", "aliases"),
+        ("chunking:\n  <<: {base_size: 400}\n", r"merge keys \(<<\) are not allowed"),  # "no constructor"
+        ("chunking:\n  " + "k" * 2000 + ": 1\n", r"a key longer than 1024 characters\?"),
         ("chunking:\n  base_size: " + "9" * 5000 + "\n", "longer than 30 digits"),
         ("chunking:\n  base_size: -" + "1" * 4300 + "\n", "longer than 30 digits"),
         ("chunking:\n  language: 2026-02-30\n", "impossible date"),
@@ -395,6 +397,8 @@ def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
     ids=[
         "alias-bomb",
         "merge-key",
+        "inline-merge-key",
+        "long-key",
         "huge-int",
         "huge-negative-int",
         "impossible-date",
