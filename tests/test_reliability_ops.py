@@ -49,12 +49,22 @@ pytest_plugins = ["tests.s3_server"]
 DATA_DIR = REPO / "tests" / "data"
 
 
+def _finished(out: Path) -> Path:
+    assert main(["--output", str(out), "--quiet"]) == 0
+    return out
+
+
 @pytest.fixture
 def finished(tmp_path: Path) -> Path:
     """A finished output of the sample corpus, to check that bad usage leaves it whole."""
-    out = tmp_path / "out"
-    assert main(["--output", str(out), "--quiet"]) == 0
-    return out
+    return _finished(tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def finished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished output for the tests that must leave it as they found it (each compares its own
+    snapshot before and after, so one that changed it fails itself)."""
+    return _finished(tmp_path_factory.mktemp("finished") / "out")
 
 
 def _snapshot(output: Path) -> dict[str, bytes]:
@@ -91,14 +101,15 @@ def _snapshot(output: Path) -> dict[str, bytes]:
     ],
 )
 def test_an_argument_nobody_understands_exits_2_in_one_line_and_touches_nothing(
-    args: list[str], message: str, finished: Path, capsys: pytest.CaptureFixture[str]
+    args: list[str], message: str, finished_once: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    before = _snapshot(finished)
+    before = _snapshot(finished_once)
+    assert "_SUCCESS" in before and "_manifest.json" in before
     capsys.readouterr()
-    assert main(["--output", str(finished), *args]) == 2
+    assert main(["--output", str(finished_once), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
-    assert _snapshot(finished) == before  # _SUCCESS, manifest and rows as they were; no lease, no staging
+    assert _snapshot(finished_once) == before  # _SUCCESS, manifest and rows as they were; no lease, no staging
 
 
 @pytest.mark.parametrize(
