@@ -454,27 +454,43 @@ def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def two_jobs_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("ops") / "two_jobs"
+    write_big_corpus(directory, megabytes=4, files=4)
+    return directory
+
+
 @pytest.mark.parametrize("second", ["small", "big"], ids=["short-second-job", "long-second-job"])
-def test_two_jobs_into_one_output_one_commits_the_other_refuses(second: str, big_corpus: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    first = _job(["--input", f"{big_corpus}/*.jsonl", "--output", str(out), "--quiet"], tmp_path / "first.log")
+def test_two_jobs_into_one_output_one_commits_the_other_refuses(
+    second: str, two_jobs_corpus: Path, tmp_path: Path
+) -> None:
+    """The first job is stopped (SIGSTOP, its whole group) once it holds the lease, so it is still running,
+    however slow or fast the machine, while the second one starts; it then resumes and commits."""
+    out, corpus = tmp_path / "out", two_jobs_corpus
+    first = _job(["--input", f"{corpus}/*.jsonl", "--output", str(out), "--quiet"], tmp_path / "first.log")
     with _reaped(first):
         _wait_for(out / LEASE_FILE, first)
+        os.killpg(first.pid, signal.SIGSTOP)
         holder = json.loads((out / LEASE_FILE).read_text())
-        argv = ["--output", str(out), "--quiet"] + ([] if second == "small" else ["--input", f"{big_corpus}/*.jsonl"])
-        late = subprocess.run(
-            [sys.executable, "-m", "pipelines.rechunk", *argv],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        argv = ["--output", str(out), "--quiet"] + ([] if second == "small" else ["--input", f"{corpus}/*.jsonl"])
+        try:
+            late = subprocess.run(
+                [sys.executable, "-m", "pipelines.rechunk", *argv],
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert first.poll() is None, "the first job ended while it was stopped"
+        finally:
+            os.killpg(first.pid, signal.SIGCONT)
         assert late.returncode == 2, late.stderr
         assert f"in use by run {holder['run_id']}" in late.stderr and str(first.pid) in late.stderr
         assert first.wait(600) == 0, (tmp_path / "first.log").read_text()
     manifest = read_manifest(out)
     assert read_chunks(out).num_rows == manifest["counts"]["chunks"]
-    assert {s["source"] for s in manifest["inputs"]} == {str(p) for p in sorted(big_corpus.iterdir())}
+    assert {s["source"] for s in manifest["inputs"]} == {str(p) for p in sorted(corpus.iterdir())}
     assert not (out / LEASE_FILE).exists() and not (out / "_staging").exists()
 
 
