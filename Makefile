@@ -26,8 +26,12 @@ $(VENV)/.bench-installed: $(VENV)/.test-installed
 run: install  ## chunk the bundled sample corpus into ./out/chunks
 	$(BIN)/zerda-rechunk
 
+# `make test`: the tests outside the Flink cluster on TEST_WORKERS pytest-xdist workers (each worker has
+# its own moto server and fixtures; idle workers steal queued tests), then the Flink tests alone and serially.
+TEST_WORKERS ?= 2
 test: $(VENV)/.test-installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not flink" -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -m flink
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_chunker.py

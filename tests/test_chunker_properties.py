@@ -101,6 +101,32 @@ def test_contract_on_random_text(text: str, config: ChunkConfig) -> None:
     assert_chunk_contract(chunker, text, chunker.chunk(text, doc_id="d", source="s"))
 
 
+# Found by test_contract_on_random_text: a section's first chunk started in the previous chunk's overlap
+# and was cut back to the section break where that chunk ended, so it did not advance.
+_SECTION_BREAK_TEXT = (
+    "000000000000000000000000000000000000                          0000000000000000000000000000"
+    "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "000000000000000000000000000000000000000000000000000000000                     000000000000"
+    "0 00 0000  00 00000   00.\n\n0000 00000 000 000   00 000 00000 000 000000000   000. 000 0000"
+    "0 000 000   00 000 00000 000  00 00000000 00 0000  00 00000  000. 0 0      0.0000000      "
+    "       00000000000000000000000000000000000000000  \n       \n  .0000000000000000000000000000"
+    "000000000000000000000           000000000. 0     0000 000000000000000000  0 000  00 000000"
+    "00 00 0000  00 00000  000. 000 00000 000 000  0 00 0 0 0 0 0 0 . 00000000000000000000\n    "
+    "\n0 0 0000000000000000 0     000  00 00000000 00 0000  00 00000  000. 000 00000 000 000   0"
+    "0 000 00000 000  00 00000000 00 0000  00 00000  000. 000 00000 000 000   00 000 00000 000 "
+    " 00 00000000 00 0000  00 00000  000. 000 00000 000 000   00 000 00000 000  00 00000000 00 "
+    "0000  00 00000  000.\n)))))))))))))))))) [[[[00{{{{{{{"
+)
+
+
+def test_a_chunk_starting_in_the_overlap_before_a_section_break_still_advances() -> None:
+    config = ChunkConfig(
+        adaptive_min_size=155, adaptive_max_size=323, overlap=155, min_chunk_size=0, density_scope="section"
+    )
+    chunker = AdaptiveChunker(config)
+    assert_chunk_contract(chunker, _SECTION_BREAK_TEXT, chunker.chunk(_SECTION_BREAK_TEXT, doc_id="d", source="s"))
+
+
 @FAST
 @given(text=texts, config=configs)
 def test_deterministic(text: str, config: ChunkConfig) -> None:

@@ -272,7 +272,7 @@ def write_big_corpus(directory: Path, megabytes: int = 32, files: int = 4) -> No
 
 def test_killed_job_leaves_no_success_and_the_next_run_is_complete_and_clean(tmp_path: Path) -> None:
     corpus, output, reference = tmp_path / "big", tmp_path / "out", tmp_path / "reference"
-    write_big_corpus(corpus)
+    write_big_corpus(corpus, megabytes=12)  # its first staged file appears ~4 s before it would end
     config = write_config(tmp_path / "small_files.yaml", 500)
     run(["--output", str(output), "--quiet"])  # a finished output (the sample corpus) is there before
     assert (output / "_SUCCESS").exists()

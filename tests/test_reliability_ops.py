@@ -49,12 +49,22 @@ pytest_plugins = ["tests.s3_server"]
 DATA_DIR = REPO / "tests" / "data"
 
 
+def _finished(out: Path) -> Path:
+    assert main(["--output", str(out), "--quiet"]) == 0
+    return out
+
+
 @pytest.fixture
 def finished(tmp_path: Path) -> Path:
     """A finished output of the sample corpus, to check that bad usage leaves it whole."""
-    out = tmp_path / "out"
-    assert main(["--output", str(out), "--quiet"]) == 0
-    return out
+    return _finished(tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def finished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished output for the tests that must leave it as they found it (each compares its own
+    snapshot before and after, so one that changed it fails itself)."""
+    return _finished(tmp_path_factory.mktemp("finished") / "out")
 
 
 def _snapshot(output: Path) -> dict[str, bytes]:
@@ -94,14 +104,15 @@ def _snapshot(output: Path) -> dict[str, bytes]:
     ],
 )
 def test_an_argument_nobody_understands_exits_2_in_one_line_and_touches_nothing(
-    args: list[str], message: str, finished: Path, capsys: pytest.CaptureFixture[str]
+    args: list[str], message: str, finished_once: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    before = _snapshot(finished)
+    before = _snapshot(finished_once)
+    assert "_SUCCESS" in before and "_manifest.json" in before
     capsys.readouterr()
-    assert main(["--output", str(finished), *args]) == 2
+    assert main(["--output", str(finished_once), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
-    assert _snapshot(finished) == before  # _SUCCESS, manifest and rows as they were; no lease, no staging
+    assert _snapshot(finished_once) == before  # _SUCCESS, manifest and rows as they were; no lease, no staging
 
 
 @pytest.mark.parametrize(
@@ -447,27 +458,43 @@ def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def two_jobs_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("ops") / "two_jobs"
+    write_big_corpus(directory, megabytes=4, files=4)
+    return directory
+
+
 @pytest.mark.parametrize("second", ["small", "big"], ids=["short-second-job", "long-second-job"])
-def test_two_jobs_into_one_output_one_commits_the_other_refuses(second: str, big_corpus: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    first = _job(["--input", f"{big_corpus}/*.jsonl", "--output", str(out), "--quiet"], tmp_path / "first.log")
+def test_two_jobs_into_one_output_one_commits_the_other_refuses(
+    second: str, two_jobs_corpus: Path, tmp_path: Path
+) -> None:
+    """The first job is stopped (SIGSTOP, its whole group) once it holds the lease, so it is still running,
+    however slow or fast the machine, while the second one starts; it then resumes and commits."""
+    out, corpus = tmp_path / "out", two_jobs_corpus
+    first = _job(["--input", f"{corpus}/*.jsonl", "--output", str(out), "--quiet"], tmp_path / "first.log")
     with _reaped(first):
         _wait_for(out / LEASE_FILE, first)
+        os.killpg(first.pid, signal.SIGSTOP)
         holder = json.loads((out / LEASE_FILE).read_text())
-        argv = ["--output", str(out), "--quiet"] + ([] if second == "small" else ["--input", f"{big_corpus}/*.jsonl"])
-        late = subprocess.run(
-            [sys.executable, "-m", "pipelines.rechunk", *argv],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        argv = ["--output", str(out), "--quiet"] + ([] if second == "small" else ["--input", f"{corpus}/*.jsonl"])
+        try:
+            late = subprocess.run(
+                [sys.executable, "-m", "pipelines.rechunk", *argv],
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert first.poll() is None, "the first job ended while it was stopped"
+        finally:
+            os.killpg(first.pid, signal.SIGCONT)
         assert late.returncode == 2, late.stderr
         assert f"in use by run {holder['run_id']}" in late.stderr and str(first.pid) in late.stderr
         assert first.wait(600) == 0, (tmp_path / "first.log").read_text()
     manifest = read_manifest(out)
     assert read_chunks(out).num_rows == manifest["counts"]["chunks"]
-    assert {s["source"] for s in manifest["inputs"]} == {str(p) for p in sorted(big_corpus.iterdir())}
+    assert {s["source"] for s in manifest["inputs"]} == {str(p) for p in sorted(corpus.iterdir())}
     assert not (out / LEASE_FILE).exists() and not (out / "_staging").exists()
 
 

@@ -429,7 +429,7 @@ class _Cutter:
                     end, fresh = ends.last_within(limit), True
                     break
                 if fresh:
-                    better = self._structural_end(ends, start, end)
+                    better = self._structural_end(ends, start, end, chunks[-1][1] if chunks else start)
                     if better != end:  # the chunk ends earlier: the sentence after it is another one
                         end, s = better, ends.start_after(better)
                         e = ends.first_after(s)
@@ -446,13 +446,15 @@ class _Cutter:
             chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
 
-    def _structural_end(self, ends: SentenceEnds, start: int, end: int) -> int:
-        """The last structural end in ``[start + STRUCTURE_SHARE * target, end]``, else ``end``."""
+    def _structural_end(self, ends: SentenceEnds, start: int, end: int, previous_end: int) -> int:
+        """The last structural end in ``[start + STRUCTURE_SHARE * target, end]`` past ``previous_end`` (the
+        chunk before it ends there: a chunk starting in its overlap must still advance), else ``end``."""
         breaks = self.breaks
         lowest = self.measure.ahead(start, int(self.target * STRUCTURE_SHARE))
+        floor = max(start, previous_end)
         i = bisect_right(breaks, end) - 1
         while i >= 0 and breaks[i] >= lowest:
-            if breaks[i] > start and ends.is_end(breaks[i]):
+            if breaks[i] > floor and ends.is_end(breaks[i]):
                 return breaks[i]
             i -= 1
         return end
