@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -32,7 +33,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.errors import OutputError, UsageError
-from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, check_held
+from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, best_effort, check_held
 from pipelines.io.write import StagedFile, hold_output, new_run_id
 from pipelines.options import parse_arguments
 from pipelines.rechunk import build_parser, main, run
@@ -539,3 +540,21 @@ def test_lease_record_says_who_holds_the_output(tmp_path: Path) -> None:
         holder = json.loads((out / LEASE_FILE).read_text())
     assert holder["run_id"] == run_id and holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
     assert datetime.fromisoformat(holder["started"]) <= datetime.now(timezone.utc)
+
+
+def test_a_failed_runs_cleanup_step_is_bounded_and_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    """Storage that failed a run is not waited on for minutes of retries: each cleanup step gives up in time."""
+    release = threading.Event()
+    done: list[str] = []
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="zerda"):
+        best_effort(lambda: release.wait(60), "delete this run's staging", seconds=0.5)
+        best_effort(lambda: 1 / 0, "remove the lease x")
+        best_effort(lambda: done.append("ok"), "remove the lease y")
+    release.set()
+    assert time.monotonic() - started < 5
+    assert done == ["ok"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "gave up trying to delete this run's staging after 0.5 s: no answer from storage (the next run clears it)",
+        "could not remove the lease x (the next run clears it): division by zero",
+    ]

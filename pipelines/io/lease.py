@@ -25,6 +25,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,6 +40,7 @@ LEASE_FILE = "_lease.json"
 HEARTBEAT_SECONDS = 15.0
 STALE_SECONDS = 300.0  # twenty missed heartbeats: a launcher this late is stopped or cut off
 WRITING_SECONDS = 30.0  # a lease that is not one yet (empty, half-written) younger than this: its run is writing it
+CLEANUP_SECONDS = 10.0  # what each step of a failed run's cleanup may take: storage that is down is not waited on
 _RUN_STARTED = "%Y%m%dT%H%M%SZ"  # how a run id starts (pipelines.io.write.new_run_id)
 
 
@@ -150,8 +152,11 @@ class Lease:
             raise OutputError(f"cannot take the lease of output {self._root}: {type(err).__name__}: {err}") from err
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.release()
+    def __exit__(self, failure: type[BaseException] | None, *_: object) -> None:
+        if failure is None:
+            self.release()
+        else:
+            best_effort(self.release, f"remove the lease {self._path}")
 
     def _payload(self) -> bytes:
         return json.dumps({**self._record, "heartbeat": _now()}).encode()
@@ -210,7 +215,8 @@ class Lease:
     def _heartbeat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             with contextlib.suppress(Exception):  # a missed beat is retried; the commit checks the lease anyway
-                if (read_holder(self._fs, self._root) or {}).get("run_id") == self.run_id:
+                holder = read_holder(self._fs, self._root) or {}
+                if holder.get("run_id") == self.run_id and not self._stop.is_set():  # not after a release
                     self._fs.pipe_file(self._path, self._payload())
 
     def release(self) -> None:
@@ -223,6 +229,27 @@ class Lease:
                 self._fs.rm_file(self._path)
         except Exception as err:  # never masks the run's own outcome; a lease left behind is dead (pid gone)
             log.warning("could not remove the lease %s (the next run breaks it): %s", self._path, err)
+
+
+def best_effort(action: Callable[[], object], what: str, seconds: float = CLEANUP_SECONDS) -> None:
+    """Run a step of a failed run's cleanup for at most ``seconds``, logging instead of raising: the run's
+    own error is the news, and storage that is down would hold it back behind minutes of retries. What
+    is left (staging, a lease whose holder is gone) the next run clears."""
+    failures: list[BaseException] = []
+
+    def step() -> None:
+        try:
+            action()
+        except Exception as err:  # not all botocore errors are OSErrors
+            failures.append(err)
+
+    worker = threading.Thread(target=step, name="zerda-cleanup", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        log.warning("gave up trying to %s after %g s: no answer from storage (the next run clears it)", what, seconds)
+    elif failures:
+        log.warning("could not %s (the next run clears it): %s", what, failures[0])
 
 
 def _link_into_place(path: str, payload: bytes) -> None:

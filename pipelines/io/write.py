@@ -60,7 +60,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
-from pipelines.io.lease import LEASE_FILE, Lease, check_held, dead_staging
+from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
 from pipelines.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
@@ -178,10 +178,7 @@ def hold_output(output: str, run_id: str) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            try:
-                _remove(fs, f"{staging}/{run_id}", recursive=True)
-            except Exception as err:  # storage down too (not all botocore errors are OSErrors): keep the job's error
-                log.warning("could not delete this run's staging (the next run deletes it): %s", err)
+            best_effort(lambda: _remove(fs, f"{staging}/{run_id}", recursive=True), "delete this run's staging")
             raise
 
 
