@@ -208,14 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, SettingsError, InputError, OutputError) as error:
         print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as stop:
         logging.disable(logging.NOTSET)
-        print("zerda: interrupted; OUTPUT keeps its previous output", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Terminated:
-        logging.disable(logging.NOTSET)
-        print("zerda: terminated (SIGTERM); OUTPUT keeps its previous output", file=sys.stderr)
-        return EXIT_TERMINATED
+        terminated = isinstance(stop, Terminated)
+        print(
+            f"zerda: {'terminated (SIGTERM)' if terminated else 'interrupted'}; OUTPUT keeps its previous output",
+            file=sys.stderr,
+        )
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     if manifest["counts"]["documents_chunked"] == 0:
         print(f"zerda: error: {nothing_chunked(manifest)}", file=sys.stderr)
         return EXIT_NOTHING_CHUNKED
@@ -246,9 +246,10 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
     """Run ``work`` so that Ctrl-C or SIGTERM reaches the launcher only: it kills the workers, then raises
     KeyboardInterrupt (SIGINT) or Terminated (SIGTERM), and the run's staging and lease go with it.
 
-    Only for a ``local`` runner (the DirectRunner, whose worker processes share the terminal). Other runners
-    run ``work`` on the main thread as it is: their workers are elsewhere, and a portable runner's job
-    server installs its own SIGINT handler, which Python allows on the main thread only.
+    The thread and signal masks below are for a ``local`` runner only (the DirectRunner, whose worker
+    processes share the terminal). Other runners run ``work`` on the main thread, with only a SIGTERM
+    handler that raises Terminated: their workers are elsewhere, and a portable runner's job server
+    installs its own SIGINT handler, which Python allows on the main thread only.
 
     Ctrl-C signals the terminal's whole process group, and each Beam worker process would print its own
     traceback. So while ``work`` runs (in a thread), SIGINT is ignored and blocked: worker processes
