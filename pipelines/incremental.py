@@ -30,9 +30,9 @@ import json
 import logging
 import posixpath
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -45,6 +45,8 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
+from pipelines.io.context import source_name
+from pipelines.io.expand import InputFile
 from pipelines.io.write import (
     STAGED_KEY,
     EmptyFileIfNone,
@@ -60,17 +62,20 @@ from pipelines.layout import (
     INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
+    REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.records import SourceRecord
+from pipelines.names import REJECTS
+from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import bounded
-from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA
+from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
 from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
 
 _TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carried_summary"
 _CHANGES, _FACTS = "changes", "facts"
+_SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
 _CARRY_THREADS = 4
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
@@ -103,6 +108,13 @@ class Previous:
     reason: str = "no previous output"
     index_files: tuple[str, ...] = ()
     chunk_files: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    reject_files: tuple[str, ...] = ()
+    inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
+
+    def unchanged(self, files: Sequence[InputFile]) -> list[FileReport]:
+        """The previous reports of the ``files`` that need not be read: rows carried, stamps the same as before."""
+        reports = [self.inputs.get(source_name(file.url)) for file in files] if self.carry else []
+        return [r for r, file in zip(reports, files, strict=False) if r is not None and file.stamp == r.stamp]
 
 
 def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
@@ -139,6 +151,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             bucket = int(path.split("/", 1)[0].split("=", 1)[1])
             chunk_files.setdefault(bucket, []).append(fs.unstrip_protocol(f"{root}/{path}"))
     carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index_files) or not chunk_files)
+    rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
     if missing and incremental:
         carry, reason = (
             False,
@@ -147,7 +160,18 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
                 f" or changed, e.g. {missing[0]})" + ("" if index else _AGAINST_NOTHING)
             ),
         )
-    return Previous(carry, reason, index_files, {b: tuple(paths) for b, paths in chunk_files.items()})
+    by_bucket = {b: tuple(paths) for b, paths in chunk_files.items()}
+    return Previous(carry, reason, index_files, by_bucket, rejects, _stamped_inputs(manifest) if carry else {})
+
+
+def _stamped_inputs(manifest: Mapping[str, Any]) -> dict[str, FileReport]:
+    """The previous run's reports of the files it read without error and whose listing gave a stamp."""
+    reports = {}
+    for entry in manifest.get("inputs", ()):
+        if isinstance(entry, Mapping) and entry.get("stamp") and not entry.get("error"):
+            source, stamp = entry["source"], entry["stamp"]
+            reports[source] = FileReport(source, int(entry["bytes"]), int(entry["records"]), "", stamp)
+    return reports
 
 
 def _resized(committed: int | None, now: int | None) -> bool:
@@ -190,7 +214,7 @@ class _Classify(beam.DoFn):
         self._known: dict[str, tuple[Any, ...]] = {}
         if not self._previous.carry:
             return
-        columns = ["content_hash", PARTITION_COLUMN, "chunk_count", "chars", "text_chars", "overlap_chars"]
+        columns = ["content_hash", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS]
         for url in self._previous.index_files:
             table = _read_table(url, ["source", "record", "doc_id", *columns])
             values = zip(*(table.column(name).to_pylist() for name in columns), strict=True)
@@ -208,6 +232,47 @@ class _Classify(beam.DoFn):
             return
         yield TaggedOutput(_HASH, (id_key(record.source, record.doc_id), (record.record, "chunked", digest)))
         yield record
+
+
+class _CarryFiles(beam.DoFn):
+    """The previous report of an input file unchanged since (not read) -> that report, and for each of its
+    documents what ``_Classify`` gives an unchanged one (carry key, summary, hash), and its previous rejects.
+
+    Each worker holds the previous index and rejects, grouped by source (loaded on the first element).
+    """
+
+    def __init__(self, index_files: tuple[str, ...], reject_files: tuple[str, ...]) -> None:
+        self._index_files = index_files
+        self._reject_files = reject_files
+
+    def setup(self) -> None:
+        self._documents: dict[str, list[tuple[Any, ...]]] | None = None
+        self._rejects: dict[str, list[Reject]] = {}
+
+    def _load(self) -> dict[str, list[tuple[Any, ...]]]:
+        columns = ["source", "record", "doc_id", "content_hash", PARTITION_COLUMN, "chunk_count"]
+        documents: dict[str, list[tuple[Any, ...]]] = {}
+        for url in self._index_files:
+            wanted = [*columns, *_SUMMARY_COLUMNS]
+            table = _read_table(url, wanted)
+            for row in zip(*(table.column(name).to_pylist() for name in wanted), strict=True):
+                documents.setdefault(row[0], []).append(row)
+        for url in self._reject_files:
+            for reject in _read_table(url, REJECT_SCHEMA.names).to_pylist():
+                self._rejects.setdefault(reject["source"], []).append(Reject(**reject))
+        return documents
+
+    def process(self, report: FileReport) -> Iterator[Any]:
+        if self._documents is None:
+            self._documents = self._load()
+        for source, record, doc_id, digest, bucket, chunks, *summary in self._documents.get(report.source, ()):
+            key = document_key(source, record, doc_id)
+            yield TaggedOutput(_CARRY, (bucket, (key, chunks)))
+            yield TaggedOutput(_CARRIED_SUMMARY, (doc_id, {bucket: [chunks, *summary]}))
+            yield TaggedOutput(_HASH, (id_key(source, doc_id), (record, "kept", digest)))
+        for reject in self._rejects.get(report.source, ()):
+            yield TaggedOutput(REJECTS, reject)
+        yield report
 
 
 class _CarryRows(beam.DoFn):
@@ -336,8 +401,9 @@ def _holders(documents: Mapping[int, Mapping[str, Any]]) -> dict[str, Mapping[st
     return holders
 
 
-def _add_changes(manifest: dict[str, Any], facts: Counter, previous: Previous) -> dict[str, Any]:
-    """The manifest with a ``changes`` section: the run's mode and why, documents and chunks changed."""
+def _add_changes(manifest: dict[str, Any], facts: Counter, previous: Previous, files_unchanged: int) -> dict[str, Any]:
+    """The manifest with a ``changes`` section: the run's mode and why, documents and chunks changed, and
+    how many input files were not read (unchanged since the previous output)."""
     counts = {
         name: facts.get(name, 0)
         for name in (
@@ -349,7 +415,8 @@ def _add_changes(manifest: dict[str, Any], facts: Counter, previous: Previous) -
             "chunks_removed",
         )
     }
-    return {**manifest, "changes": {"incremental": previous.carry, "reason": previous.reason, **counts}}
+    changes = {"incremental": previous.carry, "reason": previous.reason, **counts, "files_unchanged": files_unchanged}
+    return {**manifest, "changes": changes}
 
 
 class IncrementalChunks(NamedTuple):
@@ -357,7 +424,8 @@ class IncrementalChunks(NamedTuple):
 
     chunks: beam.PCollection  # row lists of the chunked documents, for WriteChunks
     carried_files: beam.PCollection  # StagedFiles of the carried rows
-    rejects: beam.PCollection
+    rejects: beam.PCollection  # of the chunked documents and of the files not read
+    reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
     summaries: beam.PCollection  # of every document, carried ones included
     index_files: beam.PCollection
     change_files: beam.PCollection
@@ -371,6 +439,7 @@ class ChunkIncrementally(beam.PTransform):
         self,
         chunk_documents: ChunkDocuments,
         previous: Previous,
+        unchanged: Sequence[FileReport] = (),
         *,
         output: str,
         run_id: str,
@@ -380,6 +449,7 @@ class ChunkIncrementally(beam.PTransform):
         super().__init__()
         self._chunk_documents = chunk_documents
         self._previous = previous
+        self._unchanged = list(unchanged)
         self._output = output
         self._run_id = run_id
         self._settings = settings
@@ -389,24 +459,41 @@ class ChunkIncrementally(beam.PTransform):
         output = _absolute_url(self._output)
         compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
         fingerprint = self._fingerprint
-        split = records | "Classify" >> beam.ParDo(_Classify(self._previous)).with_outputs(
+        previous = replace(self._previous, inputs={})  # what the workers need of it
+        split = records | "Classify" >> beam.ParDo(_Classify(previous)).with_outputs(
             _CARRY, _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
+        carry, summaries, hashes = split[_CARRY], split[_CARRIED_SUMMARY], split[_HASH]
+        rejects, reports = chunked.rejects, None
+        if self._unchanged:  # files not read: their documents and rejects join those of the records read
+            files = (
+                records.pipeline
+                | "UnchangedFiles" >> beam.Create(self._unchanged)
+                | "SpreadUnchanged" >> beam.Reshuffle()
+                | "CarryFiles"
+                >> beam.ParDo(_CarryFiles(previous.index_files, previous.reject_files)).with_outputs(
+                    _CARRY, _CARRIED_SUMMARY, _HASH, REJECTS, main="reports"
+                )
+            )
+            carry = (carry, files[_CARRY]) | "AllCarried" >> beam.Flatten()
+            summaries = (summaries, files[_CARRIED_SUMMARY]) | "AllCarriedSummaries" >> beam.Flatten()
+            hashes = (hashes, files[_HASH]) | "AllHashes" >> beam.Flatten()
+            rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
+            reports = files.reports
         carried = (
-            split[_CARRY]
+            carry
             | "ByBucket" >> beam.GroupByKey()
-            | "CarryRows" >> beam.ParDo(_CarryRows(self._previous, output, self._run_id, compression))
+            | "CarryRows" >> beam.ParDo(_CarryRows(previous, output, self._run_id, compression))
         )
         new_rows = chunked.chunks | "IndexRow" >> beam.Map(  # before the shuffle: ids and counts, not texts
             lambda rows: (id_key(rows[0]["source"], rows[0]["doc_id"]), _index_row(rows, fingerprint))
         )
         previous_rows = (
             records.pipeline
-            | "PreviousIndexFiles" >> beam.Create(list(self._previous.index_files))
+            | "PreviousIndexFiles" >> beam.Create(list(previous.index_files))
             | "ReadPreviousIndex" >> beam.FlatMap(_previous_index_rows)
         )
-        hashes = split[_HASH]
         indexed = (
             {"hash": hashes, "rows": new_rows, "previous": previous_rows}
             | "ByDocument" >> beam.CoGroupByKey()
@@ -421,12 +508,13 @@ class ChunkIncrementally(beam.PTransform):
             | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)
             | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
         )
-        summaries = (chunked.summaries, split[_CARRIED_SUMMARY]) | "AllSummaries" >> beam.Flatten()
-        return IncrementalChunks(chunked.chunks, carried, chunked.rejects, summaries, index_files, change_files, facts)
+        summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
+        return IncrementalChunks(chunked.chunks, carried, rejects, reports, summaries, index_files, change_files, facts)
 
     def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
         """The manifest PCollection with the run's change counts added (``changes``)."""
-        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), self._previous)
+        files = len(self._unchanged)
+        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), self._previous, files)
 
 
 def _sum_counters(counters: Iterable[Counter]) -> Counter:

@@ -70,7 +70,13 @@ def build_manifest(
     """The manifest before commit: ``timings.finished`` and ``output.files`` are filled by ``finish_manifest``."""
     inputs = sorted(
         (
-            {"source": redact_url(r.source), "bytes": r.bytes_read, "records": r.records, "error": r.error}
+            {
+                "source": redact_url(r.source),
+                "bytes": r.bytes_read,
+                "records": r.records,
+                "error": r.error,
+                "stamp": r.stamp,
+            }
             for r in reports
         ),
         key=lambda entry: str(entry["source"]),

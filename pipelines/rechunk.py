@@ -38,6 +38,7 @@ import zerda_core
 from pipelines.chunking import ChunkDocuments
 from pipelines.errors import OutputError, UsageError
 from pipelines.incremental import ChunkIncrementally, Previous, read_previous
+from pipelines.io.context import source_name
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
@@ -136,7 +137,11 @@ def build_pipeline(
     """
     commit = CommitOutput(output, run_id)
     run_id = run_id or new_run_id()
-    read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
+    previous = previous or Previous()
+    unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
+    skipped = {report.source for report in unchanged}
+    to_read = [file for file in files if source_name(file.url) not in skipped]
+    read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input)
     chunk_documents = ChunkDocuments(
         settings.chunking,
         settings.enrich,
@@ -147,7 +152,8 @@ def build_pipeline(
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(
         chunk_documents,
-        previous or Previous(),
+        previous,
+        unchanged,
         output=output,
         run_id=run_id,
         settings=settings.output,
@@ -159,10 +165,11 @@ def build_pipeline(
     written_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
     staged_chunks = (written_chunks, chunked.carried_files) | "AllChunkFiles" >> beam.Flatten()
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
+    reports = read.files if chunked.reports is None else (read.files, chunked.reports) | "AllReports" >> beam.Flatten()
     manifest = {
         "summaries": chunked.summaries,
         "rejects": rejects,
-        "reports": read.files,
+        "reports": reports,
     } | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
@@ -190,6 +197,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         previous = read_previous(args.output, settings.fingerprint, incremental)
         if incremental:
             log.info("%s", previous.reason)
+            if unchanged := len(previous.unchanged(files)):
+                log.info("%d of %d file(s) unchanged since the previous output: not read", unchanged, len(files))
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)

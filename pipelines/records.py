@@ -74,12 +74,14 @@ def nothing_visible(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class FileReport:
-    """What reading one input file gave: for the manifest's ``inputs``."""
+    """What reading one input file gave: for the manifest's ``inputs``; ``stamp`` is the listing's
+    (``pipelines.io.expand.file_stamp``, empty when it gave none)."""
 
     source: str
     bytes_read: int
     records: int
     error: str = ""
+    stamp: str = ""
 
 
 # Python's str can hold lone surrogates (a JSON "\ud800" escape, a file name's undecodable bytes), which

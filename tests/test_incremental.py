@@ -8,7 +8,10 @@ the run would fail.
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +20,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+import pipelines.io.read
 from pipelines.incremental import read_previous
 from pipelines.rechunk import run
 from tests.common import MULTI_PROCESS, REPO
@@ -106,6 +110,7 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
         config.write_text("input:\n  split_bytes: 700\n", encoding="utf-8")
         workers = [*workers, "--config", str(config)]
     _corpus_v1(corpus)
+    _age(*corpus.iterdir())  # keep.md stays as it is: the incremental run does not read it
     first = run(_argv(corpus, output, *workers))
     assert first["changes"]["incremental"] is False
     assert first["changes"]["documents_added"] == first["counts"]["documents_chunked"] == 12
@@ -125,7 +130,7 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
     assert _rejects(output) == _rejects(fresh)
     assert manifest["counts"] == full["counts"]
     changes = manifest["changes"]
-    assert changes["incremental"] is True
+    assert changes["incremental"] is True and changes["files_unchanged"] == 1
     # A document is (source, record, doc id): deleting d4 (line 4) moves d5..d8 up a line. Unchanged: d1 d3
     # (a.jsonl), d3 b1 (b.jsonl), keep.md; changed: d2; added: d5 d7 d8 on their new lines, d9, short (was a
     # reject), renamed.md; removed: d4..d8 from their old lines (d6 is now a reject), notes.md (renamed).
@@ -146,6 +151,108 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
     committed = {entry["path"] for entry in manifest["output"]["files"]}
     assert any(path.startswith("_index/") for path in committed) and any(p.startswith("_changes/") for p in committed)
     assert not (output / "_staging").exists()
+
+
+def _age(*paths: Path) -> None:
+    """Files last modified a minute ago: settled, so a rerun may skip them (one modified in the last
+    seconds gets no stamp and is read again)."""
+    old = time.time() - 60
+    for path in paths:
+        os.utime(path, (old, old))
+
+
+def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The relative paths of the files the reader opens from now on (in-memory runner: this process)."""
+    opened: list[str] = []
+    real = pipelines.io.read.read_part
+
+    def spy(part: Any, settings: Any) -> Any:
+        opened.append(part.file.relative_path)
+        return real(part, settings)
+
+    monkeypatch.setattr(pipelines.io.read, "read_part", spy)
+    return opened
+
+
+def _with_rejects(corpus: Path) -> None:
+    """Files whose records (or the whole file) are rejects, and a truncated gzip (an error mid-file)."""
+    _write_jsonl(corpus / "r.jsonl", [("ok", _doc(5)), ("empty", ""), ("tiny", "x")])
+    (corpus / "blob.bin").write_bytes(b"\x00\x01binary")
+    whole = gzip.compress("".join(json.dumps({"id": f"g{n}", "text": _doc(n)}) + "\n" for n in range(40)).encode())
+    (corpus / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+
+
+def test_unchanged_files_are_not_read_and_give_the_rows_rejects_and_counts_of_a_full_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file listed with the size, times and inode it had at the previous run is not opened: its rows,
+    rejects and report come from the previous output. What changed, what broke mid-file last time, and
+    what was modified just before the previous run's listing (no stamp) are read."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _with_rejects(corpus)
+    _age(*corpus.iterdir())
+    (corpus / "late.md").write_text("# Late\n\n" + _PROSE * 5, encoding="utf-8")  # written just now: no stamp
+    first = run(_argv(corpus, output))
+    assert [e["source"].rsplit("/", 1)[1] for e in first["inputs"] if not e["stamp"]] == ["late.md"]
+    _corpus_v2(corpus)  # a.jsonl and b.jsonl rewritten, notes.md renamed
+    opened = _spy_reads(monkeypatch)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    assert sorted(opened) == ["a.jsonl", "b.jsonl", "cut.jsonl.gz", "late.md", "renamed.md"]
+    assert manifest["changes"]["files_unchanged"] == 3  # blob.bin, keep.md, r.jsonl
+    full = run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    assert _rejects(output) == _rejects(fresh)
+    carried = {(r[0].rsplit("/", 1)[1], r[3]) for r in _rejects(output) if r[0].endswith(("r.jsonl", "blob.bin"))}
+    assert carried == {("r.jsonl", "empty"), ("r.jsonl", "below_min_chunk_size"), ("blob.bin", "not_text")}
+    assert manifest["counts"] == full["counts"]
+    assert [{**e, "stamp": ""} for e in manifest["inputs"]] == [{**e, "stamp": ""} for e in full["inputs"]]
+    listed = {r["source"].rsplit("/", 1)[1] for r in _table(output, "_changes")}
+    assert listed.isdisjoint({"blob.bin", "keep.md", "r.jsonl"})
+
+    _age(*(corpus / name for name in ("a.jsonl", "b.jsonl", "late.md")))  # settled now; renamed.md kept its mtime
+    opened.clear()
+    again = run(_argv(corpus, output, "--incremental"))
+    assert sorted(opened) == ["a.jsonl", "b.jsonl", "cut.jsonl.gz", "late.md"]  # not stamped the last time
+    opened.clear()
+    third = run(_argv(corpus, output, "--incremental"))
+    assert opened == ["cut.jsonl.gz"]  # it broke mid-file: read every time
+    for result in (again, third):
+        assert result["changes"]["chunks_added"] == result["changes"]["chunks_removed"] == 0
+        assert result["counts"] == full["counts"]
+    assert third["changes"]["files_unchanged"] == len(full["inputs"]) - 1
+    assert _rows(output) == _rows(fresh)
+    assert _rejects(output) == _rejects(fresh)
+
+
+@pytest.mark.parametrize("how", ["same size, times put back", "replaced by a copy", "read from another root"])
+def test_a_file_changed_behind_its_times_or_seen_from_another_root_is_read(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Equal stamps must mean equal bytes and ids: an edit whose size and mtime are put back still moves
+    ctime; a file replaced by another with the same size and times is another inode; a file under
+    another glob root has other relative paths, so other ids."""
+    root, output, fresh = tmp_path / "root", tmp_path / "out", tmp_path / "fresh"
+    corpus = root / "corpus"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    keep = corpus / "keep.md"
+    text, stat = keep.read_text(encoding="utf-8"), keep.stat()
+    if how != "read from another root":
+        edited = text.replace("# Keep", "# Kept")
+        assert len(edited) == len(text)
+        (keep if how == "same size, times put back" else tmp_path / "copy.md").write_text(edited, encoding="utf-8")
+        if how == "replaced by a copy":
+            (tmp_path / "copy.md").replace(keep)
+        os.utime(keep, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    where = root if how == "read from another root" else corpus
+    opened = _spy_reads(monkeypatch)
+    manifest = run(_argv(where, output, "--incremental"))
+    run(_argv(where, fresh))
+    assert "keep.md" in {path.rsplit("/", 1)[-1] for path in opened}
+    assert manifest["changes"]["files_unchanged"] == (0 if how == "read from another root" else 3)
+    assert _rows(output) == _rows(fresh)
 
 
 def test_duplicate_ids_in_two_files_stay_distinct(tmp_path: Path) -> None:
@@ -305,4 +412,5 @@ def test_incremental_on_s3(s3_env: S3Env, tmp_path: Path) -> None:
     run(_argv(f"s3://{bucket}/corpus", fresh))
     s3 = s3_env.filesystem()
     assert manifest["changes"]["incremental"] is True and manifest["changes"]["documents_unchanged"] == 5
+    assert manifest["changes"]["files_unchanged"] == 1  # keep.md, uploaded again with the same bytes: its ETag
     assert _rows(f"{bucket}/out", s3) == _rows(f"{bucket}/fresh", s3)

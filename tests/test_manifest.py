@@ -89,7 +89,13 @@ def test_counts_come_from_the_elements() -> None:
         assert counts["overlap_chars"] == 20
         assert counts["duplicate_doc_ids"] == 1
         assert counts["duplicate_doc_id_examples"] == ["dup"]
-        assert manifest["inputs"][1] == {"source": "s3://bucket/in.jsonl", "bytes": 4096, "records": 7, "error": ""}
+        assert manifest["inputs"][1] == {
+            "source": "s3://bucket/in.jsonl",
+            "bytes": 4096,
+            "records": 7,
+            "error": "",
+            "stamp": "",
+        }
         assert manifest["settings"] == SETTINGS and manifest["fingerprint"] == "abc"
         check_accounting(manifest)
         json.dumps(manifest)

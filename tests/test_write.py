@@ -197,6 +197,18 @@ def test_rows_stream_out_in_row_groups_instead_of_waiting_for_the_bundle(
     assert sorted(pq.read_table(staged)["doc_id"].to_pylist()) == sorted(r["doc_id"] for r in rows)
 
 
+def test_chunk_files_close_where_the_source_changes_once_large_enough(tmp_path: Path) -> None:
+    """A file of half max_rows_per_file rows or more ends where the next source begins, so a file holds few
+    sources (an incremental run rewrites only the files of a source that changed); small sources share one."""
+    sizes = {"a.jsonl": 5, "b.jsonl": 2, "c.jsonl": 2, "d.jsonl": 6}
+    rows = [{**chunk_row(n, 0), "source": source} for source, count in sizes.items() for n in range(count)]
+    with BeamTestPipeline() as p:
+        _ = p | beam.Create(documents_of(rows)) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=8)
+    files = [pq.read_table(f) for f in (tmp_path / "_staging" / "run-1").rglob("part-*.parquet")]
+    held = sorted((t.num_rows, sorted(set(t["source"].to_pylist()))) for t in files)
+    assert held == [(4, ["b.jsonl", "c.jsonl"]), (5, ["a.jsonl"]), (6, ["d.jsonl"])]
+
+
 def test_run_id_must_be_a_plain_name(tmp_path: Path) -> None:
     for bad in ("../up", "a/b", "", ".hidden"):
         with pytest.raises(ValueError, match="run_id"):

@@ -8,11 +8,14 @@ fsspec lists the stored files on any protocol (local, ``s3://``, ``gs://``, ``az
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from typing import Any
 
@@ -33,12 +36,14 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class InputFile:
-    """A corpus file: where it is, its path relative to the glob root (the base of its ids), and its
-    size as listed (None when the listing did not say), which decides whether it is split."""
+    """A corpus file: where it is, its path relative to the glob root (the base of its ids), its
+    size as listed (None when the listing did not say), which decides whether it is split, and its
+    stamp (:func:`file_stamp`), by which an incremental run knows it unchanged without reading it."""
 
     url: str
     relative_path: str
     size: int | None = field(default=None, compare=False)
+    stamp: str | None = field(default=None, compare=False)
 
 
 def sample_corpus_glob() -> str:
@@ -149,10 +154,11 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
         root, matches = path, {path: {"type": "directory"}}
     elif exists:
         try:
-            size = _size(fs.info(path))
+            info = fs.info(path)
         except OSError:  # a broken symlink: the reader says so
-            size = None
-        return [InputFile(_url(fs, path), path.rsplit("/", 1)[-1], size)], []
+            info = {}
+        relative = path.rsplit("/", 1)[-1]
+        return [InputFile(_url(fs, path), relative, _size(info), file_stamp(info, relative))], []
     else:
         return [], []
     files, skipped = [], []
@@ -163,8 +169,41 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
             if any(part.startswith((".", "_")) for part in relative.split("/")):
                 skipped.append(relative)
             else:
-                files.append(InputFile(_url(fs, file), relative, _size(detail)))
+                files.append(InputFile(_url(fs, file), relative, _size(detail), file_stamp(detail, relative)))
     return files, skipped
+
+
+# What a listing says of a file's bytes: an object store's content hash, which alone names them (an upload of
+# the same bytes keeps it), else what changes whenever they do: a local file's times, inode and mode (a
+# rewrite, a replacement, a chmod), a store's generation or modification time.
+_CONTENT_KEYS = ("ETag", "etag", "md5Hash", "content_md5")
+_CHANGE_KEYS = ("mtime", "created", "ino", "mode", "generation", "LastModified", "last_modified")
+
+
+def file_stamp(info: dict[str, Any], relative_path: str) -> str | None:
+    """A file's identity as listed: its path below the glob root (its ids hang on it), its size and what the
+    listing says of its bytes (``_CONTENT_KEYS``, else ``_CHANGE_KEYS``); None when it says nothing of them,
+    or for what is not a plain file. Equal stamps are taken for equal bytes, as rsync and make take equal
+    sizes and modification times."""
+    size = _size(info)
+    for keys in (_CONTENT_KEYS, _CHANGE_KEYS):
+        found = {key: str(info[key]) for key in keys if info.get(key) not in (None, "")}
+        if size is None or not found or (keys is _CHANGE_KEYS and _settling(info)):
+            continue
+        return json.dumps({"path": relative_path, "size": size, **found}, sort_keys=True, ensure_ascii=True)
+    return None
+
+
+_SETTLE_SECONDS = 3.0
+
+
+def _settling(info: dict[str, Any]) -> bool:
+    """Modified so recently that a write of the same size could still come in the same clock tick and leave
+    the times as they are (git's "racily clean" files): such a file gets no stamp, so it is read next time."""
+    modified = info.get("mtime", info.get("LastModified"))
+    if isinstance(modified, datetime):
+        modified = modified.timestamp()
+    return not isinstance(modified, int | float) or time.time() - modified < _SETTLE_SECONDS
 
 
 def _size(info: dict[str, Any]) -> int | None:

@@ -9,6 +9,7 @@ into records, rejects and a report; the reports of a file's parts are added up i
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -91,7 +92,8 @@ class _ReadPartFn(beam.DoFn):
                 if part.index == 0:  # a file's first part counts it
                     self._files_read.inc()
                 self._bytes_read.inc(item.bytes_read)
-                yield TaggedOutput(FILES, (item.source, (part.index, item)))  # a source Beam can encode
+                stamped = replace(item, stamp=part.file.stamp or "")
+                yield TaggedOutput(FILES, (item.source, (part.index, stamped)))  # a source Beam can encode
                 continue
             self._records_read.inc()
             if isinstance(item, Reject):
@@ -113,4 +115,7 @@ def _file_report(keyed: tuple[str, Iterable[tuple[int, FileReport]]]) -> FileRep
     """One file's report from its parts': bytes and records added up, the first part's error kept."""
     reports = [report for _, report in sorted(keyed[1], key=lambda indexed: indexed[0])]
     error = next((report.error for report in reports if report.error), "")
-    return FileReport(reports[0].source, sum(r.bytes_read for r in reports), sum(r.records for r in reports), error)
+    first = reports[0]
+    return FileReport(
+        first.source, sum(r.bytes_read for r in reports), sum(r.records for r in reports), error, first.stamp
+    )
