@@ -15,6 +15,11 @@ fingerprint and zerda version, else the run is a full one and says why. Then::
     previous index ┐
     hashes, rows ──┴─► CoGroupByKey per (source, doc id) ─► new index rows, change rows, change counts
 
+An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
+times and inode or ETag: ``pipelines.io.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
+``_CarryFiles`` gives, from the previous index and rejects, what ``Classify`` would have given for its
+records (carry keys, summaries, hashes), its rejects, and its previous report.
+
 A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
 Changes are found per (source, doc id), all the documents that can share a chunk id, so one shuffle
 gives the final change rows (a group of one id repeated a million times in one file is held at once).
@@ -33,7 +38,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import apache_beam as beam
 import fsspec
@@ -74,7 +79,7 @@ from pipelines.settings import OutputSettings
 log = logging.getLogger("zerda")
 
 _TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carried_summary"
-_CHANGES, _FACTS = "changes", "facts"
+_CHANGES, _FACTS, _INDEX = "changes", "facts", "index"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
 _CARRY_THREADS = 4
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
@@ -167,11 +172,19 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
 def _stamped_inputs(manifest: Mapping[str, Any]) -> dict[str, FileReport]:
     """The previous run's reports of the files it read without error and whose listing gave a stamp."""
     reports = {}
-    for entry in manifest.get("inputs", ()):
-        if isinstance(entry, Mapping) and entry.get("stamp") and not entry.get("error"):
-            source, stamp = entry["source"], entry["stamp"]
-            reports[source] = FileReport(source, int(entry["bytes"]), int(entry["records"]), "", stamp)
+    inputs = manifest.get("inputs")
+    for entry in inputs if isinstance(inputs, list) else ():
+        if not isinstance(entry, Mapping) or entry.get("error"):
+            continue
+        source, stamp, size, records = (entry.get(key) for key in ("source", "stamp", "bytes", "records"))
+        if isinstance(source, str) and isinstance(stamp, str) and stamp and _count(size) and _count(records):
+            reports[source] = FileReport(source, size, records, "", stamp)
     return reports
+
+
+def _count(value: object) -> TypeGuard[int]:
+    """Whether a manifest entry's number is a count (not edited into a string, a float or a negative)."""
+    return type(value) is int and value >= 0
 
 
 def _resized(committed: int | None, now: int | None) -> bool:
@@ -235,10 +248,12 @@ class _Classify(beam.DoFn):
 
 
 class _CarryFiles(beam.DoFn):
-    """The previous report of an input file unchanged since (not read) -> that report, and for each of its
-    documents what ``_Classify`` gives an unchanged one (carry key, summary, hash), and its previous rejects.
+    """The previous report of an input file unchanged since (not read) -> that report, its previous rejects,
+    and for each of its documents a carry key and a summary (as ``_Classify`` gives an unchanged one) and
+    its previous index row as it is: nothing of a file that did not change can change, so its documents
+    skip the comparison (``_previous_index_rows`` leaves them out) and count as unchanged.
 
-    Each worker holds the previous index and rejects, grouped by source (loaded on the first element).
+    Each worker holds the previous index (an Arrow table) and rejects (loaded on the first element).
     """
 
     def __init__(self, index_files: tuple[str, ...], reject_files: tuple[str, ...]) -> None:
@@ -246,30 +261,28 @@ class _CarryFiles(beam.DoFn):
         self._reject_files = reject_files
 
     def setup(self) -> None:
-        self._documents: dict[str, list[tuple[Any, ...]]] | None = None
+        self._index: pa.Table | None = None
         self._rejects: dict[str, list[Reject]] = {}
 
-    def _load(self) -> dict[str, list[tuple[Any, ...]]]:
-        columns = ["source", "record", "doc_id", "content_hash", PARTITION_COLUMN, "chunk_count"]
-        documents: dict[str, list[tuple[Any, ...]]] = {}
-        for url in self._index_files:
-            wanted = [*columns, *_SUMMARY_COLUMNS]
-            table = _read_table(url, wanted)
-            for row in zip(*(table.column(name).to_pylist() for name in wanted), strict=True):
-                documents.setdefault(row[0], []).append(row)
+    def _load(self) -> pa.Table:
         for url in self._reject_files:
             for reject in _read_table(url, REJECT_SCHEMA.names).to_pylist():
                 self._rejects.setdefault(reject["source"], []).append(Reject(**reject))
-        return documents
+        tables = [_read_table(url).select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA) for url in self._index_files]
+        return pa.concat_tables(tables) if tables else INDEX_SCHEMA.empty_table()
 
     def process(self, report: FileReport) -> Iterator[Any]:
-        if self._documents is None:
-            self._documents = self._load()
-        for source, record, doc_id, digest, bucket, chunks, *summary in self._documents.get(report.source, ()):
-            key = document_key(source, record, doc_id)
-            yield TaggedOutput(_CARRY, (bucket, (key, chunks)))
-            yield TaggedOutput(_CARRIED_SUMMARY, (doc_id, {bucket: [chunks, *summary]}))
-            yield TaggedOutput(_HASH, (id_key(source, doc_id), (record, "kept", digest)))
+        if self._index is None:
+            self._index = self._load()
+        rows = self._index.filter(pc.equal(self._index.column("source"), report.source)).to_pylist()
+        for row in rows:
+            bucket, chunks = row[PARTITION_COLUMN], row["chunk_count"]
+            yield TaggedOutput(_CARRY, (bucket, (document_key(row["source"], row["record"], row["doc_id"]), chunks)))
+            summary = [chunks, *(row[name] for name in _SUMMARY_COLUMNS)]
+            yield TaggedOutput(_CARRIED_SUMMARY, (row["doc_id"], {bucket: summary}))
+        if rows:
+            yield TaggedOutput(_INDEX, rows)
+            yield TaggedOutput(_FACTS, Counter({"documents_unchanged": len(rows)}))
         for reject in self._rejects.get(report.source, ()):
             yield TaggedOutput(REJECTS, reject)
         yield report
@@ -342,9 +355,11 @@ def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
     }
 
 
-def _previous_index_rows(url: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _previous_index_rows(url: str, unchanged: frozenset[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The previous index rows to compare, keyed by (source, doc id): not those of the unchanged files."""
     for row in _read_table(url).to_pylist():
-        yield id_key(row["source"], row["doc_id"]), row
+        if row["source"] not in unchanged:
+            yield id_key(row["source"], row["doc_id"]), row
 
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
@@ -464,8 +479,8 @@ class ChunkIncrementally(beam.PTransform):
             _CARRY, _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
-        carry, summaries, hashes = split[_CARRY], split[_CARRIED_SUMMARY], split[_HASH]
-        rejects, reports = chunked.rejects, None
+        carry, summaries = split[_CARRY], split[_CARRIED_SUMMARY]
+        rejects, reports, kept_index, kept_facts = chunked.rejects, None, None, None
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
             files = (
                 records.pipeline
@@ -473,14 +488,13 @@ class ChunkIncrementally(beam.PTransform):
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles"
                 >> beam.ParDo(_CarryFiles(previous.index_files, previous.reject_files)).with_outputs(
-                    _CARRY, _CARRIED_SUMMARY, _HASH, REJECTS, main="reports"
+                    _CARRY, _CARRIED_SUMMARY, _INDEX, _FACTS, REJECTS, main="reports"
                 )
             )
             carry = (carry, files[_CARRY]) | "AllCarried" >> beam.Flatten()
             summaries = (summaries, files[_CARRIED_SUMMARY]) | "AllCarriedSummaries" >> beam.Flatten()
-            hashes = (hashes, files[_HASH]) | "AllHashes" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
-            reports = files.reports
+            reports, kept_index, kept_facts = files.reports, files[_INDEX], files[_FACTS]
         carried = (
             carry
             | "ByBucket" >> beam.GroupByKey()
@@ -492,17 +506,21 @@ class ChunkIncrementally(beam.PTransform):
         previous_rows = (
             records.pipeline
             | "PreviousIndexFiles" >> beam.Create(list(previous.index_files))
-            | "ReadPreviousIndex" >> beam.FlatMap(_previous_index_rows)
+            | "ReadPreviousIndex" >> beam.FlatMap(_previous_index_rows, frozenset(r.source for r in self._unchanged))
         )
         indexed = (
-            {"hash": hashes, "rows": new_rows, "previous": previous_rows}
+            {"hash": split[_HASH], "rows": new_rows, "previous": previous_rows}
             | "ByDocument" >> beam.CoGroupByKey()
             | "Compare" >> beam.FlatMap(_compare).with_outputs(_CHANGES, _FACTS, main="index")
         )
-        index_files = indexed.index | "WriteIndex" >> WriteRows(
+        index_rows, facts = indexed.index, indexed[_FACTS]
+        if kept_index is not None and kept_facts is not None:  # the unchanged files' rows, as they were
+            index_rows = (index_rows, kept_index) | "AllIndexRows" >> beam.Flatten()
+            facts = (facts, kept_facts) | "AllFacts" >> beam.Flatten()
+        index_files = index_rows | "WriteIndex" >> WriteRows(
             output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
         )
-        facts = indexed[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
+        facts = facts | "CountChanges" >> beam.CombineGlobally(_sum_counters)
         change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
             indexed[_CHANGES]
             | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)

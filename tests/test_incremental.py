@@ -255,6 +255,28 @@ def test_a_file_changed_behind_its_times_or_seen_from_another_root_is_read(
     assert _rows(output) == _rows(fresh)
 
 
+@pytest.mark.parametrize("edit", ["inputs null", "records a string", "bytes negative", "stamp a number"])
+def test_previous_inputs_edited_by_hand_are_read_again(edit: str, tmp_path: Path) -> None:
+    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    if edit == "inputs null":
+        manifest["inputs"] = None
+    else:
+        key, value = {"records a string": ("records", "7"), "bytes negative": ("bytes", -1)}.get(edit, ("stamp", 7))
+        for entry in manifest["inputs"]:
+            entry[key] = value
+    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    result = run(_argv(corpus, output, "--incremental"))
+    run(_argv(corpus, fresh))
+    assert result["changes"]["incremental"] is True and result["changes"]["files_unchanged"] == 0
+    assert result["counts"]["records_read"] == 13
+    assert _rows(output) == _rows(fresh)
+
+
 def test_duplicate_ids_in_two_files_stay_distinct(tmp_path: Path) -> None:
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     corpus.mkdir()
