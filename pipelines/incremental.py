@@ -35,7 +35,7 @@ import json
 import logging
 import posixpath
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeGuard
@@ -166,15 +166,27 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             ),
         )
     by_bucket = {b: tuple(paths) for b, paths in chunk_files.items()}
-    return Previous(carry, reason, index_files, by_bucket, rejects, _stamped_inputs(manifest) if carry else {})
+    inputs = _stamped_inputs(manifest, _chunker_failed(rejects)) if carry else {}
+    return Previous(carry, reason, index_files, by_bucket, rejects, inputs)
 
 
-def _stamped_inputs(manifest: Mapping[str, Any]) -> dict[str, FileReport]:
-    """The previous run's reports of the files it read without error and whose listing gave a stamp."""
+def _chunker_failed(reject_files: Iterable[str]) -> set[str]:
+    """The sources of the previous ``chunker_error`` rejects: such an error may be the worker's (a MemoryError),
+    not the file's, and a full run tries the document again, so its file is read again, not carried."""
+    sources: set[str] = set()
+    for url in reject_files:
+        table = _read_table(url, ["source", "reason"])
+        sources.update(table.filter(pc.equal(table.column("reason"), "chunker_error")).column("source").to_pylist())
+    return sources
+
+
+def _stamped_inputs(manifest: Mapping[str, Any], retry: Container[str] = frozenset()) -> dict[str, FileReport]:
+    """The previous run's reports of the files it read without error and whose listing gave a stamp, but
+    for the sources in ``retry``."""
     reports = {}
     inputs = manifest.get("inputs")
     for entry in inputs if isinstance(inputs, list) else ():
-        if not isinstance(entry, Mapping) or entry.get("error"):
+        if not isinstance(entry, Mapping) or entry.get("error") or entry.get("source") in retry:
             continue
         source, stamp, size, records = (entry.get(key) for key in ("source", "stamp", "bytes", "records"))
         if isinstance(source, str) and isinstance(stamp, str) and stamp and _count(size) and _count(records):

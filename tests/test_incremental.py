@@ -25,6 +25,7 @@ from pipelines.incremental import read_previous
 from pipelines.rechunk import run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
+from zerda_core.chunks import AdaptiveChunker
 
 if TYPE_CHECKING:
     from tests.s3_server import S3Env
@@ -436,3 +437,31 @@ def test_incremental_on_s3(s3_env: S3Env, tmp_path: Path) -> None:
     assert manifest["changes"]["incremental"] is True and manifest["changes"]["documents_unchanged"] == 5
     assert manifest["changes"]["files_unchanged"] == 1  # keep.md, uploaded again with the same bytes: its ETag
     assert _rows(f"{bucket}/out", s3) == _rows(f"{bucket}/fresh", s3)
+
+
+def test_a_file_whose_document_failed_in_the_chunker_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``chunker_error`` may be the worker's (a MemoryError on a big document), not the file's: a full run
+    chunks the document once the worker has the memory, so an incremental run must not carry the reject."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    real = AdaptiveChunker.chunk
+
+    def short_of_memory(self: AdaptiveChunker, text: str, doc_id: str = "", source: str = "") -> Any:
+        if doc_id == "b1":
+            raise MemoryError
+        return real(self, text, doc_id, source)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(AdaptiveChunker, "chunk", short_of_memory)
+        first = run(_argv(corpus, output))
+    assert first["counts"]["rejects"].get("chunker_error") == 1
+    opened = _spy_reads(monkeypatch)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    assert "b.jsonl" in opened
+    full = run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    assert _rejects(output) == _rejects(fresh)
+    assert manifest["counts"] == full["counts"]
