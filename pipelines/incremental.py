@@ -295,9 +295,10 @@ class _CarryFiles(beam.DoFn):
         if rows:
             yield TaggedOutput(_INDEX, rows)
             yield TaggedOutput(_FACTS, Counter({"documents_unchanged": len(rows)}))
-        for reject in self._rejects.get(report.source, ()):
+        rejects = self._rejects.get(report.source, [])
+        for reject in rejects:
             yield TaggedOutput(REJECTS, reject)
-        yield report
+        yield replace(report, records=len(rows) + len(rejects))  # each record a document or a reject, as read
 
 
 class _CarryRows(beam.DoFn):

@@ -465,3 +465,21 @@ def test_a_file_whose_document_failed_in_the_chunker_is_read_again(
     assert _rows(output) == _rows(fresh)
     assert _rejects(output) == _rejects(fresh)
     assert manifest["counts"] == full["counts"]
+
+
+def test_a_previous_input_count_edited_by_hand_gives_the_counts_of_a_full_run(tmp_path: Path) -> None:
+    """An unchanged file's ``records`` comes from the rows carried, not from the previous manifest's number:
+    an edited count (1 -> 2) committed a manifest whose records read were not chunked + rejects."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    for entry in manifest["inputs"]:
+        entry["records"] += 1
+    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    result = run(_argv(corpus, output, "--incremental"))
+    full = run(_argv(corpus, fresh))
+    assert result["counts"] == full["counts"]
+    assert [{**e, "stamp": ""} for e in result["inputs"]] == [{**e, "stamp": ""} for e in full["inputs"]]
+    assert _rows(output) == _rows(fresh)
