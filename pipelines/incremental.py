@@ -117,9 +117,18 @@ class Previous:
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
 
     def unchanged(self, files: Sequence[InputFile]) -> list[FileReport]:
-        """The previous reports of the ``files`` that need not be read: rows carried, stamps the same as before."""
+        """The previous reports of the ``files`` that need not be read: rows carried, stamps the same as before.
+
+        Rows are carried by source, so a file whose source another file shares (redaction can make two paths
+        one: ``Signature=v1.jsonl``, ``Signature=v2.jsonl``) is always read: carrying would carry both.
+        """
+        sources = Counter(source_name(file.url) for file in files)
         reports = [self.inputs.get(source_name(file.url)) for file in files] if self.carry else []
-        return [r for r, file in zip(reports, files, strict=False) if r is not None and file.stamp == r.stamp]
+        return [
+            r
+            for r, file in zip(reports, files, strict=False)
+            if r is not None and file.stamp == r.stamp and sources[r.source] == 1
+        ]
 
 
 def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:

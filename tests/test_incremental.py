@@ -483,3 +483,21 @@ def test_a_previous_input_count_edited_by_hand_gives_the_counts_of_a_full_run(tm
     assert result["counts"] == full["counts"]
     assert [{**e, "stamp": ""} for e in result["inputs"]] == [{**e, "stamp": ""} for e in full["inputs"]]
     assert _rows(output) == _rows(fresh)
+
+
+def test_two_files_redacted_to_one_source_are_read(tmp_path: Path) -> None:
+    """Rows are carried by source; two paths redaction makes one (``Signature=...``) cannot be told apart,
+    so neither is skipped: skipping the unchanged one skipped the edited one too, and kept its old rows."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    _write_jsonl(corpus / "Signature=v1.jsonl", [("a", _doc(1))])
+    _write_jsonl(corpus / "Signature=v2.jsonl", [("b", _doc(2))])
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    _write_jsonl(corpus / "Signature=v2.jsonl", [("b", _doc(3))])
+    _age(corpus / "Signature=v2.jsonl")
+    manifest = run(_argv(corpus, output, "--incremental"))
+    full = run(_argv(corpus, fresh))
+    assert manifest["changes"]["files_unchanged"] == 0
+    assert _rows(output) == _rows(fresh)
+    assert manifest["counts"] == full["counts"]
