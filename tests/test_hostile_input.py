@@ -126,7 +126,7 @@ def test_huge_json_integers_never_reject_a_record_nor_crash_the_job(tmp_path: Pa
     assert {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist()} == {(1, "a"), (2, "b"), (3, huge)}
     rejects = read_rejects(output)
     assert [(r["record"], r["reason"]) for r in rejects] == [(4, "missing_text")]
-    assert rejects[0]["message"] == "record has 'text' = a int, not a string"  # as for a small integer
+    assert rejects[0]["message"] == "record has 'text' = a JSON number, not a string"  # as for a small integer
 
 
 # --- invalid UTF-8 in Parquet -------------------------------------------------------------

@@ -282,10 +282,11 @@ def test_deeply_nested_json_is_invalid_json_not_a_crash(tmp_path: Path) -> None:
     [
         ({"id": "m"}, "record has no field 'text'"),
         ({"text": None}, "record has 'text' = null, not a string"),
-        ({"text": 12}, "record has 'text' = a int, not a string"),
-        ({"text": 1.5}, "record has 'text' = a float, not a string"),
-        ({"text": ["a", "b"]}, "record has 'text' = a list, not a string"),
-        ({"text": {"a": 1}}, "record has 'text' = a dict, not a string"),
+        ({"text": 12}, "record has 'text' = a JSON number, not a string"),
+        ({"text": 1.5}, "record has 'text' = a JSON number, not a string"),
+        ({"text": True}, "record has 'text' = a JSON boolean, not a string"),
+        ({"text": ["a", "b"]}, "record has 'text' = a JSON array, not a string"),
+        ({"text": {"a": 1}}, "record has 'text' = a JSON object, not a string"),
     ],
 )
 def test_text_missing_or_not_a_string_is_missing_text(tmp_path: Path, obj: dict[str, object], message: str) -> None:
@@ -593,14 +594,48 @@ def test_parquet_integer_ids_and_configured_columns(tmp_path: Path) -> None:
     assert [(r.doc_id, r.text) for r in records] == [("7", "seven"), ("a.parquet/2", "no key")]
 
 
-def test_parquet_non_string_text_column_is_missing_text(tmp_path: Path) -> None:
-    table = pa.table({"text": pa.array([1, 2], pa.int32())})
-    records, rejects, _ = read(write(tmp_path / "a.parquet", parquet_bytes(table)))
+@pytest.mark.parametrize(
+    ("column", "kind"),
+    [
+        (pa.array([1, 2], pa.int32()), "an int32 value"),
+        (pa.array([1, 2], pa.int64()).dictionary_encode(), "an int64 value"),
+        (pa.array([1, 2], pa.uint8()), "a uint8 value"),
+        (pa.array([1.5, 2.5], pa.float64()), "a double value"),
+        (pa.array([1.5, 2.5], pa.float32()), "a float value"),
+        (pa.array([True, False]), "a bool value"),
+        (pa.array([0, 1], pa.date32()), "a date32[day] value"),
+        (pa.array([0, 1], pa.timestamp("ms")), "a timestamp[ms] value"),
+        (pa.array([0, 1], pa.duration("s")), "a duration[s] value"),
+        (pa.array([1, 2], pa.decimal128(5, 2)), "a decimal128(5, 2) value"),
+        (pa.array([["a"], ["b"]]), "a list<element: string> value"),
+        (pa.array([{"a": 1}, {"a": 2}]), "a struct<a: int64> value"),
+    ],
+)
+def test_parquet_non_string_text_column_is_missing_text_named_in_arrow_words(
+    column: pa.Array, kind: str, tmp_path: Path
+) -> None:
+    """Parquet's own type words with their article ("an int64 value"), not Python's ("a int", "a Decimal")."""
+    records, rejects, _ = read(write(tmp_path / "a.parquet", parquet_bytes(pa.table({"text": column}))))
     assert records == []
-    assert [(r.record, r.reason, r.message) for r in rejects] == [
-        (1, "missing_text", "record has 'text' = a int, not a string"),
-        (2, "missing_text", "record has 'text' = a int, not a string"),
-    ]
+    message = f"record has 'text' = {kind}, not a string"
+    assert [(r.record, r.reason, r.message) for r in rejects] == [(n, "missing_text", message) for n in (1, 2)]
+
+
+def test_parquet_values_of_no_text_type_are_never_opened(tmp_path: Path) -> None:
+    """A timestamp with a time zone Python does not know failed the whole file when its values were made
+    (``UnknownTimeZoneError``): as text it is a missing_text row, as the id no id, and the message stays
+    bounded whatever the type's name."""
+    zone = "Mars/" + "x" * 5000
+    stamps = pa.array([0, 1], pa.timestamp("us", tz=zone))
+    table = pa.table({"text": ["a good text", None], "id": stamps})
+    records, rejects, _ = read(write(tmp_path / "a.parquet", parquet_bytes(table)))
+    assert [(r.record, r.doc_id, r.text) for r in records] == [(1, "a.parquet/1", "a good text")]
+    assert [(r.record, r.reason) for r in rejects] == [(2, "missing_text")]
+    records, rejects, _ = read(write(tmp_path / "b.parquet", parquet_bytes(pa.table({"text": stamps}))))
+    assert records == []
+    assert [(r.record, r.reason) for r in rejects] == [(1, "missing_text"), (2, "missing_text")]
+    assert rejects[0].message.startswith("record has 'text' = a timestamp[us, tz=Mars/xxx")
+    assert len(rejects[0].message) < 200
 
 
 def test_parquet_binary_text_column_is_decoded(tmp_path: Path) -> None:

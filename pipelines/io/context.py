@@ -50,9 +50,10 @@ def source_name(url: str) -> str:
 
 
 @dataclass(frozen=True)
-class Nested:
-    """A nested Parquet value (list, struct, map), never opened: it is no id and no text whatever it
-    holds, and opening it could fail (invalid UTF-8 in a leaf) or copy megabytes for a reject."""
+class Unopened:
+    """A Parquet value of a type that is no text (a list, a struct, a timestamp; an integer too, as the
+    text), never opened: opening it could fail (invalid UTF-8 in a leaf, a time zone Python does not
+    know) or copy megabytes for a reject. ``kind`` is its Arrow type, as Arrow writes it."""
 
     kind: str
 
@@ -157,7 +158,22 @@ class FileContext:
         return None
 
 
+def json_kind(value: object) -> str:
+    """A parsed JSON value's type, in JSON's words (``null``, not Python's ``NoneType``)."""
+    if value is None:
+        return "JSON null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float, BigInt)):
+        return "a JSON number"
+    if isinstance(value, str):
+        return "a JSON string"
+    return "a JSON object" if isinstance(value, dict) else "a JSON array"
+
+
 def _kind(value: object) -> str:
-    if isinstance(value, Nested):
-        return f"a {value.kind}"
-    return "null" if value is None else f"a {'int' if isinstance(value, BigInt) else type(value).__name__}"
+    """A value that is no text, in its format's words: Arrow's for Parquet ("an int64 value"), JSON's."""
+    if isinstance(value, Unopened):
+        article = "an" if value.kind[:1] in ("a", "e", "i", "o") else "a"  # "a uint8": a "you"
+        return f"{article} {value.kind} value"
+    return "null" if value is None else json_kind(value)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext, Nested
+from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext, Unopened, json_kind
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
 from pipelines.redact import bounded
 from pipelines.settings import COMPRESSION_SUFFIXES, InputSettings
@@ -100,17 +100,6 @@ def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[
         yield ctx.record, line
 
 
-def _json_kind(value: object) -> str:
-    """A parsed JSON value's type, in JSON's words (``null``, not Python's ``NoneType``)."""
-    if value is None:
-        return "JSON null"
-    if isinstance(value, bool):
-        return "a JSON boolean"
-    if isinstance(value, (int, float)):
-        return "a JSON number"
-    return "a JSON string" if isinstance(value, str) else "a JSON array"
-
-
 def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
@@ -119,7 +108,7 @@ def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Rej
         hint = _CR_HINT if "\r" in line.rstrip("\r\n") else ""
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}{hint}", shown)
     if not isinstance(obj, dict):
-        message = f"{_json_kind(obj)} where an object was expected"
+        message = f"{json_kind(obj)} where an object was expected"
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
     return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)
@@ -186,8 +175,12 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
         for group in groups:
             rows = _batch_rows(parquet.metadata.row_group(group), columns)
             for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):
-                texts = _values(batch.column(settings.text_field), max_bytes)
-                ids = _values(batch.column(settings.id_field), max_bytes) if len(columns) > 1 else [None] * len(texts)
+                texts = _values(batch.column(settings.text_field), max_bytes, integers=False)
+                ids = (
+                    _values(batch.column(settings.id_field), max_bytes, integers=True)
+                    if len(columns) > 1
+                    else [None] * len(texts)
+                )
                 for text, raw_id in zip(texts, ids, strict=True):
                     row += 1
                     oversize = next((v for v in (text, raw_id) if isinstance(v, _Oversize)), None)
@@ -220,21 +213,29 @@ def _batch_rows(group: pq.RowGroupMetaData, columns: list[str]) -> int:
     return max(1, min(_PARQUET_BATCH_ROWS, _PARQUET_BATCH_BYTES // per_row))
 
 
+def _is_text_kind(kind: pa.DataType) -> bool:
+    """A type whose values can be a text: strings and binaries of every layout."""
+    if _is_flat_bytes(kind) or pa.types.is_fixed_size_binary(kind):
+        return True
+    views = (getattr(pa.types, "is_string_view", None), getattr(pa.types, "is_binary_view", None))
+    return any(is_view is not None and is_view(kind) for is_view in views)
+
+
 def _is_flat_bytes(kind: pa.DataType) -> bool:
     """A string or binary column: the kinds pyarrow can keep dictionary-encoded (it refuses nested ones)."""
     kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
     return any(is_kind(kind) for is_kind in kinds)
 
 
-def _values(array: pa.Array, max_bytes: int) -> list[object]:
+def _values(array: pa.Array, max_bytes: int, integers: bool) -> list[object]:
     """A column's Python values; strings as bytes (decoded per value), those over ``max_bytes`` as _Oversize,
-    nested values as Nested."""
+    integers as ints when ``integers`` (an id may be one), values of any other type as Unopened."""
     if pa.types.is_dictionary(array.type):
-        distinct = _values(array.dictionary, max_bytes)
+        distinct = _values(array.dictionary, max_bytes, integers)
         return [None if i is None else distinct[i] for i in array.indices.to_pylist()]
-    if pa.types.is_nested(array.type):  # never opened: see Nested
-        nested = Nested(bounded(str(array.type), 80))
-        return [nested if valid else None for valid in array.is_valid().to_pylist()]
+    if not (_is_text_kind(array.type) or (integers and pa.types.is_integer(array.type))):  # see Unopened
+        unopened = Unopened(bounded(str(array.type), 80))
+        return [unopened if valid else None for valid in array.is_valid().to_pylist()]
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         array = array.cast(pa.large_binary())  # the same buffers, no UTF-8 check: decoded value by value
     if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
