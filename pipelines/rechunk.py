@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import apache_beam as beam
 import fsspec
 import psutil
+import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 from apache_beam.runners.direct.direct_runner import DirectRunner
 from apache_beam.runners.runner import PipelineResult
@@ -334,8 +336,43 @@ def nothing_chunked(manifest: dict[str, Any]) -> str:
         f" (rejects: {because}); the rejects are in {manifest['output']['root'].rstrip('/')}/{REJECTS_DIR}/"
     )
     if counts["rejects"].get("not_text"):
-        message += "; a file type zerda does not know can be read as text with input.formats in the config"
+        message += "".join(f"; {hint}" for hint in _not_text_hints(manifest))
     return message
+
+
+# What to do about a not_text reject, by how the reader's message starts (pipelines.io.source, .context).
+_NOT_TEXT_HINTS = {
+    "not a corpus file type": "a file type zerda does not know can be read as text with input.formats in the config",
+    "UTF-16 text": "UTF-16 file(s): convert them to UTF-8 (iconv -f UTF-16 -t UTF-8)",
+    "UTF-32 text": "UTF-32 file(s): convert them to UTF-8 (iconv -f UTF-32 -t UTF-8)",
+    "binary content": "binary file(s) matched the input (NUL bytes near their start): narrow --input to the corpus",
+    "NUL character": "documents with NUL characters (U+0000) are not text: remove them from the corpus",
+}
+_HINT_SCAN_ROWS = 1_000_000  # not_text rejects read at most to find the causes: short on a huge corpus
+
+
+def _not_text_hints(manifest: dict[str, Any]) -> list[str]:
+    """The hints for the causes of the run's ``not_text`` rejects, read from its committed reject files
+    (none if they cannot be read: the message then only points at them)."""
+    found: set[str] = set()
+    try:
+        for message in itertools.islice(_not_text_messages(manifest), _HINT_SCAN_ROWS):
+            found |= {start for start in _NOT_TEXT_HINTS if message.startswith(start)}
+            if len(found) == len(_NOT_TEXT_HINTS):
+                break
+    except Exception as error:  # only a hint is lost: the error line must still be printed
+        log.debug("could not read the rejects for hints: %s", redact_url(str(error)))
+    return [hint for start, hint in _NOT_TEXT_HINTS.items() if start in found]
+
+
+def _not_text_messages(manifest: dict[str, Any]) -> Iterator[str]:
+    root = manifest["output"]["root"].rstrip("/")
+    for entry in manifest["output"]["files"]:
+        if entry["path"].startswith(f"{REJECTS_DIR}/"):
+            with fsspec.open(f"{root}/{entry['path']}", "rb") as f:
+                for batch in pq.ParquetFile(f).iter_batches(columns=["reason", "message"]):
+                    reasons, messages = (column.to_pylist() for column in batch.columns)
+                    yield from (m for r, m in zip(reasons, messages, strict=True) if r == "not_text")
 
 
 def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> PipelineOptions:

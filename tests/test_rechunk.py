@@ -305,3 +305,40 @@ def test_a_run_that_chunks_nothing_says_why_and_exits_1(tmp_path: Path, capsys: 
     table = read_chunks(output)
     assert set(table["doc_id"].to_pylist()) == {"page.html"}
     assert_chunks_are_slices(table, {(str(corpus / "page.html"), 0): page})
+
+
+PROSE = "A short paragraph of plain prose, long enough to be chunked. " * 20
+UNKNOWN_TYPE_HINT = "a file type zerda does not know can be read as text with input.formats in the config"
+
+
+@pytest.mark.parametrize(
+    ("files", "hints"),
+    [
+        ({"a.txt": PROSE.encode("utf-16")}, ["UTF-16 file(s): convert them to UTF-8 (iconv -f UTF-16 -t UTF-8)"]),
+        ({"a.jsonl": ("\n" + PROSE).encode("utf-32")}, ["UTF-32 file(s): convert them to UTF-8 (iconv -f UTF-32"]),
+        ({"a.txt": b"\x7fELF\x02\x01\x00\x00" + bytes(range(256)) * 4}, ["binary file(s) matched the input"]),
+        ({"a.jsonl": b'{"text": "a text with a \\u0000 in it"}\n'}, ["NUL characters (U+0000)"]),
+        (
+            {"a.html": PROSE.encode(), "b.txt": PROSE.encode("utf-16-le").join([b"\xff\xfe", b""])},
+            ["UTF-16 file(s)", UNKNOWN_TYPE_HINT],
+        ),
+    ],
+    ids=["utf-16", "utf-32", "binary", "nul-in-json", "unknown-and-utf-16"],
+)
+def test_a_run_that_chunks_nothing_hints_at_the_cause_of_its_not_text_rejects(
+    files: dict[str, bytes], hints: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The input.formats hint only for an unknown file type: a UTF-16 file needs iconv, a binary one a narrower glob."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, data in files.items():
+        (corpus / name).write_bytes(data)
+    output = tmp_path / "out"
+    assert main(["--input", str(corpus), "--output", str(output)]) == 1
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if line.startswith("zerda: error: "))
+    assert f"chunked none (rejects: {len(files)} not_text)" in line
+    for hint in hints:
+        assert hint in line
+    assert (UNKNOWN_TYPE_HINT in line) == (UNKNOWN_TYPE_HINT in hints)
+    assert len(line) < 600
