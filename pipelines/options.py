@@ -20,9 +20,11 @@ from typing import NoReturn
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
+from apache_beam.runners.direct.direct_runner import DirectRunner
 from apache_beam.runners.runner import PipelineRunner, create_runner
 
 from pipelines.errors import UsageError
+from pipelines.local_runner import FnApiDirectRunner
 
 
 class _RaisingParser(_BeamArgumentParser):
@@ -109,9 +111,10 @@ def _runner(beam_args: list[str]) -> PipelineRunner:
     """The runner the arguments name (Beam's default when none): unknown or not installed is a usage error."""
     name = PipelineOptions(beam_args).view_as(StandardOptions).runner or StandardOptions.DEFAULT_RUNNER
     try:
-        return create_runner(name)
+        runner = create_runner(name)
     except (ValueError, ImportError) as err:
         raise UsageError(f"--runner {name}: {err}") from err
+    return FnApiDirectRunner() if type(runner) is DirectRunner else runner  # never Prism (see local_runner)
 
 
 def _unknown_message(unknown: list[str], known: list[str]) -> str:

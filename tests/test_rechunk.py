@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import duckdb
@@ -268,6 +270,33 @@ def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expec
     if progress_expected:  # the launcher's line and the workers' progress lines, one format
         assert any(re.match(rf"{stamp} zerda: reading 1 file", line) for line in zerda_lines)
         assert any(re.match(rf"{stamp} zerda.progress: progress \(pid \d+\): 1 files", line) for line in zerda_lines)
+
+
+def test_the_direct_runner_never_hands_the_job_to_prism(tmp_path: Path) -> None:
+    """Beam's DirectRunner runs a pipeline on Prism when it finds the binary in its cache (or downloads it):
+    a machine that once ran Beam online has it. zerda's job stays on the FnApiRunner the tests exercise."""
+    beam_version = subprocess.run(
+        [sys.executable, "-c", "import apache_beam; print(apache_beam.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    name, called = f"apache_beam-v{beam_version}-prism-linux-amd64", tmp_path / "prism-was-run"
+    fake = tmp_path / name
+    fake.write_text(f'#!/bin/sh\necho "$@" > {called}\nexit 1\n')
+    fake.chmod(0o755)
+    cache = tmp_path / "home/.apache_beam/cache/prism/bin"
+    cache.mkdir(parents=True)
+    with zipfile.ZipFile(cache / f"{name}.zip", "w") as bundle:
+        bundle.write(fake, name)
+    command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
+    command += ["--output", str(tmp_path / "out"), "--quiet", *MULTI_PROCESS]
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not called.exists(), "the job started Prism"
+    assert "prism" not in done.stderr.lower(), done.stderr[-3000:]
+    assert read_manifest(tmp_path / "out")["counts"]["documents_chunked"] == 1
 
 
 @pytest.mark.parametrize("runner", [["--runner", "PortableRunner"], ["--runner=PortableRunner"]])
