@@ -22,6 +22,11 @@ class FnApiDirectRunner(DirectRunner):
     """A DirectRunner that runs a batch pipeline on the FnApiRunner, as the DirectRunner does once Prism
     fails: the same options reach the workers (``multi_processing`` included) through the provision info."""
 
+    def is_fnapi_compatible(self) -> bool:
+        """True: ``Pipeline.run`` skips its test round trip through the runner API, as for Beam's DirectRunner
+        (it recognises that one by its class name), since the FnApiRunner converts the pipeline anyway."""
+        return True
+
     def run_pipeline(self, pipeline: Pipeline, options: PipelineOptions) -> PipelineResult:
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
