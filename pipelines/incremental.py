@@ -506,7 +506,7 @@ class ChunkIncrementally(beam.PTransform):
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
             files = (
                 records.pipeline
-                | "UnchangedFiles" >> beam.Create(self._unchanged)
+                | "UnchangedFiles" >> beam.Create(self._unchanged, reshuffle=False)
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles"
                 >> beam.ParDo(_CarryFiles(previous.index_files, previous.reject_files)).with_outputs(

@@ -47,7 +47,7 @@ class ReadCorpus(beam.PTransform):
     def expand(self, pbegin: PBegin) -> CorpusRead:
         read = (
             pbegin
-            | "ListFiles" >> beam.Create(self._files)
+            | "ListFiles" >> beam.Create(self._files, reshuffle=False)  # spread once, by the next step
             | "SpreadFiles" >> beam.Reshuffle()
             | "PlanParts" >> beam.FlatMap(plan_parts, self._settings)
             | "SpreadParts" >> beam.Reshuffle()
