@@ -40,6 +40,8 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_retrieval.py
 	$(BIN)/python benchmarks/bench_pipeline.py --mb 400 --files 64 --reps 3 --small-reps 2
 	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32
+	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32 --shares 0,0.01 --workers 1 \
+		--results benchmarks/results/incremental_in_memory.md
 	$(BIN)/python benchmarks/bench_commit.py --files 10000
 	$(BIN)/python benchmarks/bench_split.py --mb 400
 

@@ -3,15 +3,16 @@
     python benchmarks/bench_incremental.py --mb 200 --files 32
 
 Builds a seeded synthetic JSONL corpus (``bench_pipeline.synthetic_documents``), runs the job in full
-(DirectRunner, 2 worker processes), then for each share (0%, 1%, 10%, 50% by default) changes the corpus
-in two ways: in as few files as can hold the change (the first files edited and cut short, the additions
-one new file; the other files keep their bytes and times, so the run need not read them), then in every
-file (a third of the share edited in place, a third deleted from the ends of the files, a third added
-there: deleting from the middle of a JSONL file moves the lines below, which changes their keys). It
-runs ``--incremental`` over a copy of the full run's output and a full run of the changed corpus into a
-fresh folder, and checks that both give the same rows. Where the time of an incremental run goes is
-measured in-process beside it: reading and hashing the corpus, and carrying the rows over (reading the
-previous Parquet files, filtering, writing them again). Writes ``benchmarks/results/incremental.md``.
+(DirectRunner, 2 worker processes; ``--workers 1``: in memory), then for each share (0%, 1%, 10%, 50% by
+default) changes the corpus in two ways: in as few files as can hold the change (the first files edited
+and cut short, the additions one new file; the other files keep their bytes and times, so the run need
+not read them), then in every file (a third of the share edited in place, a third deleted from the ends
+of the files, a third added there: deleting from the middle of a JSONL file moves the lines below, which
+changes their keys). It runs ``--incremental`` over a copy of the full run's output and a full run of the
+changed corpus into a fresh folder, and checks that both give the same rows. Where the time of an
+incremental run goes is measured in-process beside it: reading and hashing the corpus, and carrying the
+rows over (reading the previous Parquet files, filtering, writing them again). Writes
+``benchmarks/results/incremental.md`` (``--results``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ from pipelines.settings import InputSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "incremental.md"
-WORKERS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+MODES = {  # --workers: how the DirectRunner runs both the incremental and the full runs
+    1: ("--direct_running_mode=in_memory", "--direct_num_workers=1"),
+    2: ("--direct_running_mode=multi_processing", "--direct_num_workers=2"),
+}
 
 
 def build_corpus(directory: Path, mb: float, n_files: int, seed: int) -> list[list[dict[str, str]]]:
@@ -115,11 +119,11 @@ def changed_in_few_files(files: list[list[dict[str, str]]], share: float) -> tup
     return out, 3 * k
 
 
-def zerda(corpus: Path, output: Path, *extra: str) -> float:
+def zerda(corpus: Path, output: Path, workers: int, *extra: str) -> float:
     """Wall seconds of one ``zerda-rechunk`` run in a child process (what a scheduler waits for)."""
     cmd = [sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(output), "--quiet"]
     started = time.perf_counter()
-    subprocess.run([*cmd, "--progress-seconds", "0", *WORKERS, *extra], check=True, env=child_env(REPO_ROOT))
+    subprocess.run([*cmd, "--progress-seconds", "0", *MODES[workers], *extra], check=True, env=child_env(REPO_ROOT))
     return time.perf_counter() - started
 
 
@@ -159,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=float, default=200.0, help="corpus size in MB of JSONL (default 200)")
     parser.add_argument("--files", type=int, default=32, help="number of corpus files (default 32)")
     parser.add_argument("--shares", default="0,0.01,0.1,0.5", help="shares of documents changed (default 0,1,10,50%%)")
+    parser.add_argument("--workers", type=int, choices=sorted(MODES), default=2, help="1: in memory; 2: 2 processes")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -166,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         base_files = build_corpus(scratch / "corpus", args.mb, args.files, args.seed)
         documents = sum(len(f) for f in base_files)
-        full_s = zerda(scratch / "corpus", scratch / "base")
+        full_s = zerda(scratch / "corpus", scratch / "base", args.workers)
         read_s, hash_s = hashing_seconds(scratch / "corpus")
         (scratch / "carry").mkdir()
         carry_s = carry_seconds(scratch / "base", scratch / "carry")
@@ -179,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             write_corpus(scratch / "corpus", files, differ if where == "few files" else None)
             shutil.rmtree(scratch / "inc", ignore_errors=True)
             shutil.copytree(scratch / "base", scratch / "inc")
-            inc_s = zerda(scratch / "corpus", scratch / "inc", "--incremental")
+            inc_s = zerda(scratch / "corpus", scratch / "inc", args.workers, "--incremental")
             shutil.rmtree(scratch / "fresh", ignore_errors=True)
-            fresh_s = zerda(scratch / "corpus", scratch / "fresh")
+            fresh_s = zerda(scratch / "corpus", scratch / "fresh", args.workers)
             equal = sorted_rows(scratch / "inc").equals(sorted_rows(scratch / "fresh"))
             manifest = json.loads((scratch / "inc" / "_manifest.json").read_text())
             row = {"where": where, "share": share, "touched": touched, "files": len(differ)}
@@ -204,12 +209,13 @@ def report(
     carry_s: float,
     rows: list[dict[str, Any]],
 ) -> str:
+    mode = "in memory, 1 worker" if args.workers == 1 else f"{args.workers} worker processes"
     lines = [
         "# Incremental re-chunking",
         "",
-        f"`python benchmarks/bench_incremental.py --mb {args.mb:g} --files {args.files} --shares {args.shares}`; "
-        f"{machine_line()}. Synthetic JSONL, {args.mb:g} MB, {documents:,} documents in {args.files} files; "
-        "DirectRunner, 2 worker processes; wall time of the CLI, one run each.",
+        f"`python benchmarks/bench_incremental.py --mb {args.mb:g} --files {args.files} --shares {args.shares} "
+        f"--workers {args.workers}`; {machine_line()}. Synthetic JSONL, {args.mb:g} MB, {documents:,} documents in "
+        f"{args.files} files; DirectRunner, {mode}; wall time of the CLI, one run each.",
         "",
         f"First full run: {full_s:.1f} s. Each share: `--incremental` over a copy of that output, then a full run "
         "of the same changed corpus into a fresh folder; rows compared sorted (every column). *few files*: the "
