@@ -23,8 +23,9 @@ records (carry keys, summaries, hashes), its rejects, and its previous report.
 A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
 Changes are found per (source, doc id), all the documents that can share a chunk id, so one shuffle
 gives the final change rows (a group of one id repeated a million times in one file is held at once).
-Carried rows are re-staged as new files; the previous files are only read, and stay committed and
-readable until the commit replaces the dataset, so a failed or killed run leaves them whole.
+A previous chunk file whose rows are all carried stays where it is (the commit keeps it: no copy); the
+carried rows of the other files are re-staged as new files. The previous files are only read, and stay
+committed and readable until the commit replaces the dataset, so a failed or killed run leaves them whole.
 Limitation: each worker holds the previous index's keys and hashes in memory (about 200 bytes a document).
 """
 
@@ -59,7 +60,6 @@ from pipelines.io.write import (
     WriteRows,
     _absolute_url,
     stage_table,
-    staging_path,
 )
 from pipelines.layout import (
     CHANGES_DIR,
@@ -329,8 +329,8 @@ class _CarryRows(beam.DoFn):
             keep = pc.is_in(document_keys(_read_table(url, ["source", "record", "doc_id"])), value_set=wanted)
             if not pc.any(keep).as_py():
                 return None
-            if pc.all(keep).as_py():  # a file of carried documents only: copied as it is, not decoded
-                return _stage_copy(self._output, self._run_id, directory, url, len(keep))
+            if pc.all(keep).as_py():  # a file of carried documents only: kept where it is, not decoded
+                return _keep(directory, url, len(keep))
             table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
             return stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
 
@@ -345,14 +345,13 @@ class _CarryRows(beam.DoFn):
             )
 
 
-def _stage_copy(output: str, run_id: str, directory: str, url: str, rows: int) -> StagedFile:
-    """A previous file copied into staging (a server-side copy on object stores); the original stays."""
-    fs, path, relative = staging_path(output, run_id, directory, CHUNK_SUFFIX)
+def _keep(directory: str, url: str, rows: int) -> StagedFile:
+    """A previous file of carried rows only, committed where it is: no copy (on an object store, no two)."""
     source_fs, source = url_to_fs(url)
     with source_fs.open(source, "rb") as f:  # the footer names the path the previous run staged it as
         written_as = ((pq.read_metadata(f).metadata or {}).get(STAGED_KEY, b"")).decode()
-    fs.copy(source, path)
-    return StagedFile(directory, relative, rows, written_as=written_as or relative)
+    path = f"{directory}/{posixpath.basename(source)}"
+    return StagedFile(directory, path, rows, written_as=written_as or path, kept=True)
 
 
 def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:

@@ -154,6 +154,46 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
     assert not (output / "_staging").exists()
 
 
+def test_a_chunk_file_of_unchanged_files_only_stays_where_it_is(tmp_path: Path) -> None:
+    """Chunk files close at source boundaries: a previous file holding only rows of files not read this
+    time is kept by the commit as it is (same inode: no copy), the others are replaced; rows as a full run."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    config = tmp_path / "small_files.yaml"
+    config.write_text("output:\n  max_rows_per_file: 4\n", encoding="utf-8")
+    corpus.mkdir()
+    for name in ("p", "q", "r", "s"):
+        _write_jsonl(corpus / f"{name}.jsonl", [(f"{name}{n}", _doc(n)) for n in range(1, 4)])
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output, "--config", str(config)))
+
+    def chunk_files() -> dict[str, tuple[int, set[str]]]:  # path -> (inode, the sources of its rows)
+        return {
+            str(path.relative_to(output)): (
+                path.stat().st_ino,
+                set(pq.read_table(path, columns=["source"])["source"].to_pylist()),
+            )
+            for path in output.glob("density_bucket=*/*.parquet")
+        }
+
+    before = chunk_files()
+    _write_jsonl(corpus / "q.jsonl", [("q1", _doc(1) + " Edited."), ("q2", _doc(2))])  # q3 gone, q1 edited
+    manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
+    assert manifest["changes"]["files_unchanged"] == 3
+    after = chunk_files()
+    unchanged = {
+        path: inode for path, (inode, sources) in before.items() if not any(s.endswith("/q.jsonl") for s in sources)
+    }
+    assert unchanged, "the layout left no file of unchanged sources only"
+    assert {path: after[path][0] for path in unchanged if path in after} == unchanged  # kept: same files
+    assert len(after) == len({inode for inode, _ in after.values()})
+    assert sorted(
+        entry["path"] for entry in manifest["output"]["files"] if entry["path"].startswith("density")
+    ) == sorted(after)
+    run(_argv(corpus, fresh, "--config", str(config)))
+    assert _rows(output) == _rows(fresh)
+    assert not (output / "_staging").exists()
+
+
 def _age(*paths: Path) -> None:
     """Files last modified a minute ago: settled, so a rerun may skip them (one modified in the last
     seconds gets no stamp and is read again)."""

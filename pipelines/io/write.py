@@ -91,7 +91,8 @@ class StagedFile:
     directory: str
     path: str
     rows: int
-    written_as: str = ""  # the staged path in the file's footer when it is not ``path`` (a file copied whole)
+    written_as: str = ""  # the staged path in the file's footer when it is not ``path`` (a file kept whole)
+    kept: bool = False  # a previous run's committed file that stays where it is (``path``): never moved or deleted
 
     @property
     def footer_path(self) -> str:
@@ -433,12 +434,17 @@ def _as_rows(reject: Reject) -> list[dict[str, Any]]:
 
 
 def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
-    """Each staged file with its final path: ``<directory>/part-NNNNN<ext>``, numbered in sorted order."""
+    """Each staged file with its final path: a kept file its own, the others ``<directory>/part-NNNNN<ext>``,
+    numbered in sorted order past the names kept files hold."""
+    taken = {item.path for item in staged if item.kept}
     numbered: dict[str, int] = defaultdict(int)
     plan = []
     for item in sorted(staged, key=lambda s: (s.directory, s.path)):
-        plan.append((item, f"{item.directory}/part-{numbered[item.directory]:05d}{posixpath.splitext(item.path)[1]}"))
-        numbered[item.directory] += 1
+        final = item.path
+        while not item.kept and (final == item.path or final in taken):
+            final = f"{item.directory}/part-{numbered[item.directory]:05d}{posixpath.splitext(item.path)[1]}"
+            numbered[item.directory] += 1
+        plan.append((item, final))
     return plan
 
 
@@ -599,7 +605,8 @@ def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -
 def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
     """Delete this run's staging folder (``_staging/<run_id>``, retried bundles' files in it), never another
     run's; ``_staging`` itself goes once it is empty."""
-    _remove(fs, sorted({f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan}), recursive=True)
+    runs = {f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan if not staged.kept}
+    _remove(fs, sorted(runs), recursive=True)
     with contextlib.suppress(OSError):
         if not fs.ls(f"{root}/{STAGING_DIR}", detail=False):
             fs.rmdir(f"{root}/{STAGING_DIR}")
