@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -31,6 +32,7 @@ import fsspec
 import psutil
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.options.pipeline_options import DirectOptions, WorkerOptions
 
 from pipelines.errors import OutputError, UsageError
 from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, best_effort, check_held
@@ -140,6 +142,20 @@ def test_every_beam_option_of_any_runner_is_understood(beam_args: list[str]) -> 
     args, options, _ = parse_arguments(build_parser(), ["--output", "o", *beam_args])
     assert args.output == "o"
     assert options.get_all_options(retain_unknown_options=True)  # Beam itself sees no unknown one
+
+
+def test_beams_option_views_are_made_once_and_share_their_values() -> None:
+    """Views are kept (Beam asks for hundreds while it builds the pipeline); a value set through one is seen
+    through every other, by Beam's own collection of options and after pickling, as with Beam's views."""
+    _, options, _ = parse_arguments(build_parser(), ["--output", "o", "--direct_num_workers=2"])
+    assert options.view_as(DirectOptions) is options.view_as(DirectOptions)
+    assert options.view_as(DirectOptions).direct_num_workers == 2
+    options.view_as(WorkerOptions).default_sdk_harness_log_level = "ERROR"
+    assert options.view_as(WorkerOptions).default_sdk_harness_log_level == "ERROR"
+    assert options.get_all_options()["default_sdk_harness_log_level"] == "ERROR"
+    copy = pickle.loads(pickle.dumps(options))
+    assert copy.view_as(WorkerOptions).default_sdk_harness_log_level == "ERROR"
+    assert copy.view_as(DirectOptions).direct_num_workers == 2
 
 
 def test_dataflow_runner_options_are_understood_or_refused_for_what_they_lack() -> None:
