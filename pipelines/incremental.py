@@ -52,8 +52,8 @@ import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
+from pipelines.io.ownership import STAGED_KEY
 from pipelines.io.write import (
-    STAGED_KEY,
     EmptyFileIfNone,
     StagedFile,
     WriteRows,
