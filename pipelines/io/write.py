@@ -39,6 +39,7 @@ footer names the path this run staged them as. Batch (global window) only.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import logging
@@ -65,6 +66,7 @@ from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_
 from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.layout import (
     CHUNK_SUFFIX,
+    INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
@@ -80,6 +82,8 @@ log = logging.getLogger("zerda")
 
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
+_DIGEST_BLOCK = 1 << 20
+DIGEST_KEY = "sha256"  # a manifest file entry's key: the hash of an _index file's bytes
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
@@ -492,9 +496,9 @@ class _Commit(beam.DoFn):
         _retract(fs, root)
         _clear_previous(fs, previous - moved)
         _move(fs, root, to_move)
-        sizes = _verify(fs, root, plan, manifest)
+        committed = _verify(fs, root, plan, manifest)
         _clear_staging(fs, root, plan)
-        yield _publish(fs, root, plan, sizes, manifest)
+        yield _publish(fs, root, committed, manifest)
 
 
 def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
@@ -563,15 +567,15 @@ def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
         list(pool.map(lambda move: place(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
 
 
-def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[int]:
+def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Re-read the committed files' footers: each is the file staged, with its rows, and the totals match the
     manifest's chunk and reject counts (the last guard against a runner that lost a bundle's output).
-    Returns each file's size in bytes, for the manifest."""
+    Returns each file's manifest entry."""
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
         footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
     rows: dict[str, int] = defaultdict(int)
-    for (staged, _), (num_rows, _) in zip(plan, footers, strict=True):
-        rows[staged.directory] += num_rows
+    for (staged, _), entry in zip(plan, footers, strict=True):
+        rows[staged.directory] += entry["rows"]
     counts = manifest["counts"]
     expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
     if sum(counts["rejects"].values()):
@@ -581,7 +585,7 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
         detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
         raise CommitError(f"committed rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
-    return [size for _, size in footers]
+    return footers
 
 
 def _is_counted(directory: str) -> bool:
@@ -589,12 +593,22 @@ def _is_counted(directory: str) -> bool:
     return directory.startswith(f"{PARTITION_COLUMN}=") or directory == REJECTS_DIR
 
 
-def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> tuple[int, int]:
-    """(rows, bytes) of a committed file, after checking it is the file staged with the rows staged."""
+def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> dict[str, Any]:
+    """The manifest entry of a committed file (path, rows, bytes; the SHA-256 of an ``_index`` file), after
+    checking it is the file staged with the rows staged.
+
+    An incremental run decides from the previous index what it need not chunk again, so a corruption that
+    keeps the size (a bad sector) must be found there: it is, from the recorded hash
+    (``pipelines.incremental``). Only index files are hashed: the dataset's are far larger, and re-reading
+    them whole at every commit would cost as much as writing them."""
     try:
         with fs.open(f"{root}/{final}", "rb") as f:
             metadata = pq.read_metadata(f)
             size = f.seek(0, io.SEEK_END)  # known to the open file: no further request
+            entry = {"path": final, "rows": metadata.num_rows, "bytes": size}
+            if staged.directory == INDEX_DIR:
+                f.seek(0)
+                entry[DIGEST_KEY] = sha256_of(f)
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
     staged_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
@@ -603,7 +617,15 @@ def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -
             f"committed file {final} is not the one staged ({staged_as or 'no zerda footer'}, {metadata.num_rows:,} "
             f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
         )
-    return metadata.num_rows, size
+    return entry
+
+
+def sha256_of(f: Any) -> str:
+    """The SHA-256 of an open file's bytes from where it stands, read a block at a time."""
+    digest = hashlib.sha256()
+    while block := f.read(_DIGEST_BLOCK):
+        digest.update(block)
+    return digest.hexdigest()
 
 
 def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
@@ -614,12 +636,9 @@ def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
 
 
 def _publish(
-    fs: AbstractFileSystem, root: str, plan: Plan, sizes: list[int], manifest: Mapping[str, Any]
+    fs: AbstractFileSystem, root: str, files: list[dict[str, Any]], manifest: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Write the manifest, then ``_SUCCESS``: the last step, the one that makes OUTPUT a finished output."""
-    files = [
-        {"path": final, "rows": staged.rows, "bytes": size} for (staged, final), size in zip(plan, sizes, strict=True)
-    ]
     final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
     fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
     fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
