@@ -61,6 +61,7 @@ from pipelines.redact import RedactCredentials, redact_url
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import write_stdout
+from pipelines.worker_log import worker_environment
 
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
@@ -191,7 +192,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     """
     args, options, runner = parse_arguments(build_parser(), argv)
     _configure_logging(args.quiet, args.verbose)
-    pipeline = new_pipeline(_worker_logging(options, args.quiet, args.verbose), runner)
+    worker_levels = _worker_logging(options, args.quiet, args.verbose)
+    pipeline = new_pipeline(options, runner)
     check_endpoint(runner, options)
     settings = load_settings(args.config)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
@@ -207,7 +209,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
-        _run_to_the_end(pipeline, runner, options)
+        with worker_environment(worker_levels):
+            _run_to_the_end(pipeline, runner, options)
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
@@ -385,19 +388,20 @@ def _not_text_messages(manifest: dict[str, Any]) -> Iterator[str]:
                     yield from (m for r, m in zip(reasons, messages, strict=True) if r == "not_text")
 
 
-def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> PipelineOptions:
+def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> tuple[str, str] | None:
     """On the DirectRunner, worker processes (``multi_processing``) log zerda's lines at the launcher's level.
 
     Beam's own worker logs are kept to errors unless ``--verbose``: otherwise every worker prints each
     start-up step and two harmless warnings, which the launcher relays a second time. Remote runners
     keep their own defaults; a ``--default_sdk_harness_log_level`` given on the command line leaves the
     workers as the user set them, and per-logger overrides given there win over zerda's. The options are
-    read through Beam's own parsing, so ``--runner X`` counts like ``--runner=X``.
+    read through Beam's own parsing, so ``--runner X`` counts like ``--runner=X``. Sets ``options``; returns
+    (Beam's level, zerda's level) for the workers' own stderr (``pipelines.worker_log``), or None.
     """
     workers = options.view_as(WorkerOptions)
     runner = options.view_as(StandardOptions).runner
     if runner not in (None, "DirectRunner", "direct") or workers.default_sdk_harness_log_level is not None:
-        return options
+        return None
     workers.default_sdk_harness_log_level = "DEBUG" if verbose else "ERROR"
     ours = "ERROR" if quiet else "DEBUG" if verbose else "INFO"
     workers.sdk_harness_log_level_overrides = {
@@ -405,7 +409,7 @@ def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> Pip
         "pipelines": ours,
         **(workers.sdk_harness_log_level_overrides or {}),
     }
-    return options
+    return workers.default_sdk_harness_log_level, ours
 
 
 def _configure_logging(quiet: bool, verbose: bool) -> None:
