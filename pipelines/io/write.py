@@ -611,10 +611,10 @@ def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -
                 entry[DIGEST_KEY] = sha256_of(f)
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
-    staged_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
-    if staged_as != staged.footer_path or metadata.num_rows != staged.rows:
+    written_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
+    if written_as != staged.footer_path or metadata.num_rows != staged.rows:
         raise CommitError(
-            f"committed file {final} is not the one staged ({staged_as or 'no zerda footer'}, {metadata.num_rows:,} "
+            f"committed file {final} is not the one staged ({written_as or 'no zerda footer'}, {metadata.num_rows:,} "
             f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
         )
     return entry
