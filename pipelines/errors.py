@@ -1,4 +1,4 @@
-"""The errors an operator can fix, shared by the job and the report: each one exits with code 2."""
+"""The errors an operator can fix, shared by the job and the report: each one exits with code 2, but JobError (1)."""
 
 from __future__ import annotations
 
@@ -9,3 +9,8 @@ class UsageError(ValueError):
 
 class OutputError(ValueError):
     """OUTPUT cannot be written or read as a zerda output, or another run holds it."""
+
+
+class JobError(RuntimeError):
+    """A runner on a cluster could not start or finish the job after launch (OUTPUT's lease was taken): exit
+    code 1, one line, and OUTPUT keeps its previous output. A RuntimeError, as Beam raises for a failed job."""

@@ -47,18 +47,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
+from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
+from pipelines.io.ownership import STAGED_KEY
 from pipelines.io.write import (
-    STAGED_KEY,
+    DIGEST_KEY,
     EmptyFileIfNone,
     StagedFile,
     WriteRows,
     _absolute_url,
+    sha256_of,
     stage_table,
 )
 from pipelines.layout import (
@@ -146,7 +149,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         )
     try:
         manifest = json.loads(data)
-        entries = {entry["path"]: entry.get("bytes") for entry in manifest["output"]["files"]}
+        entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest["output"]["files"]}
     except (ValueError, KeyError, TypeError, AttributeError) as err:  # edited by hand, or not zerda's
         why = bounded(f"{type(err).__name__}: {err}")
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
@@ -155,7 +158,8 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     checked = files if incremental else index  # a full run reads only the previous index: list only that
     listed = fs.find(root if incremental else f"{root}/{INDEX_DIR}", detail=True)
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
-    missing = [path for path in checked if path not in present or _resized(entries[path], present[path])]
+    missing = [path for path in checked if path not in present or _resized(entries[path][0], present[path])]
+    missing += [p for p in index if p not in missing and _rehashed(fs, f"{root}/{p}", entries[p][1])]
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in index)
@@ -211,6 +215,15 @@ def _count(value: object) -> TypeGuard[int]:
 def _resized(committed: int | None, now: int | None) -> bool:
     """Not the file committed: its size differs from the one the manifest recorded (since zerda 0.2.1)."""
     return committed is not None and now is not None and committed != now
+
+
+def _rehashed(fs: AbstractFileSystem, path: str, committed: object) -> bool:
+    """Not the file committed, though of its size: its SHA-256 differs from the one the manifest recorded
+    (``_index`` files: a bad sector, a byte edited by hand). An older manifest records none: size alone then."""
+    if not isinstance(committed, str):
+        return False
+    with fs.open(path, "rb") as f:
+        return sha256_of(f) != committed
 
 
 def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,20 +16,6 @@ from collections.abc import Callable
 log = logging.getLogger("zerda.progress")
 DEFAULT_INTERVAL_SECONDS = 10.0
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # the launcher's and the workers' lines alike
-
-
-def use_launcher_format() -> None:
-    """Give the worker process's plain stderr handler the launcher's format.
-
-    Beam's local worker processes (``--direct_running_mode=multi_processing``) print log lines through
-    Python's default stderr handler (``INFO:zerda.progress:...``), set up by the first module-level
-    ``logging.warning`` of their start-up. Only that handler is touched: the launcher's own, pytest's
-    and a remote runner's handlers keep theirs.
-    """
-    for handler in logging.getLogger().handlers:
-        default = handler.formatter is None or handler.formatter._fmt == logging.BASIC_FORMAT
-        if type(handler) is logging.StreamHandler and handler.stream is sys.stderr and default:
-            handler.setFormatter(logging.Formatter(LOG_FORMAT))
 
 
 class Progress:
@@ -41,7 +26,6 @@ class Progress:
         self._clock = clock
         self._lock = threading.Lock()
         self._started = self._last = clock()
-        use_launcher_format()
         self._source = ""
         self.files = self.documents = self.chunks = self.characters = 0
 

@@ -34,11 +34,12 @@ import psutil
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, WorkerOptions
 from apache_beam.runners.direct.direct_runner import DirectRunner
-from apache_beam.runners.runner import PipelineResult
+from apache_beam.runners.runner import PipelineResult, PipelineRunner
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments
-from pipelines.errors import OutputError, UsageError
+from pipelines.endpoints import check_endpoint, job_failure
+from pipelines.errors import JobError, OutputError, UsageError
 from pipelines.incremental import ChunkIncrementally, Previous, read_previous
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
@@ -60,10 +61,12 @@ from pipelines.redact import RedactCredentials, redact_url
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import write_stdout
+from pipelines.worker_log import worker_environment
 
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
 EXIT_NOTHING_CHUNKED = 1
+EXIT_JOB_FAILED = 1
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command Ctrl-C stopped
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a command a scheduler's SIGTERM stopped
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -189,7 +192,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     """
     args, options, runner = parse_arguments(build_parser(), argv)
     _configure_logging(args.quiet, args.verbose)
-    pipeline = new_pipeline(_worker_logging(options, args.quiet, args.verbose), runner)
+    worker_levels = _worker_logging(options, args.quiet, args.verbose)
+    pipeline = new_pipeline(options, runner)
+    check_endpoint(runner, options)
     settings = load_settings(args.config)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
     prepare_output(args.output)
@@ -204,7 +209,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
         build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
-        _run_to_the_end(pipeline, local=isinstance(runner, DirectRunner))
+        with worker_environment(worker_levels):
+            _run_to_the_end(pipeline, runner, options)
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
@@ -216,9 +222,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     try:
         manifest = run(argv)
-    except (UsageError, SettingsError, InputError, OutputError) as error:
+    except (UsageError, SettingsError, InputError, OutputError, JobError) as error:
         print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_JOB_FAILED if isinstance(error, JobError) else EXIT_USAGE
     except (KeyboardInterrupt, Terminated) as stop:
         logging.disable(logging.NOTSET)
         terminated = isinstance(stop, Terminated)
@@ -233,10 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_to_the_end(pipeline: beam.Pipeline, local: bool) -> None:
+def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: PipelineOptions) -> None:
     """Run the pipeline and wait for it; stopped by Ctrl-C or SIGTERM (see ``_interruptible``), a job on a
-    cluster is cancelled, so that it does not go on running without its launcher (and its lease)."""
+    cluster is cancelled, so that it does not go on running without its launcher (and its lease). A job on
+    a cluster that cannot start or fails is a JobError: the launcher's traceback would only show Beam's
+    client code (the DirectRunner's failures keep theirs, with the worker's traceback in them)."""
     results: list[PipelineResult] = []
+    local = isinstance(runner, DirectRunner)
 
     def work() -> None:
         results.append(pipeline.run())
@@ -251,6 +260,10 @@ def _run_to_the_end(pipeline: beam.Pipeline, local: bool) -> None:
             except Exception as err:  # the job server may be gone already (Beam stops it on SIGINT)
                 log.warning("could not cancel the job (cancel it on the cluster): %s", err)
         raise
+    except Exception as err:
+        if local:
+            raise
+        raise JobError(job_failure(err, runner, options)) from err
 
 
 def _interruptible(work: Callable[[], object], local: bool) -> None:
@@ -375,19 +388,20 @@ def _not_text_messages(manifest: dict[str, Any]) -> Iterator[str]:
                     yield from (m for r, m in zip(reasons, messages, strict=True) if r == "not_text")
 
 
-def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> PipelineOptions:
+def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> tuple[str, str] | None:
     """On the DirectRunner, worker processes (``multi_processing``) log zerda's lines at the launcher's level.
 
     Beam's own worker logs are kept to errors unless ``--verbose``: otherwise every worker prints each
     start-up step and two harmless warnings, which the launcher relays a second time. Remote runners
     keep their own defaults; a ``--default_sdk_harness_log_level`` given on the command line leaves the
     workers as the user set them, and per-logger overrides given there win over zerda's. The options are
-    read through Beam's own parsing, so ``--runner X`` counts like ``--runner=X``.
+    read through Beam's own parsing, so ``--runner X`` counts like ``--runner=X``. Sets ``options``; returns
+    (Beam's level, zerda's level) for the workers' own stderr (``pipelines.worker_log``), or None.
     """
     workers = options.view_as(WorkerOptions)
     runner = options.view_as(StandardOptions).runner
     if runner not in (None, "DirectRunner", "direct") or workers.default_sdk_harness_log_level is not None:
-        return options
+        return None
     workers.default_sdk_harness_log_level = "DEBUG" if verbose else "ERROR"
     ours = "ERROR" if quiet else "DEBUG" if verbose else "INFO"
     workers.sdk_harness_log_level_overrides = {
@@ -395,7 +409,7 @@ def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> Pip
         "pipelines": ours,
         **(workers.sdk_harness_log_level_overrides or {}),
     }
-    return options
+    return workers.default_sdk_harness_log_level, ours
 
 
 def _configure_logging(quiet: bool, verbose: bool) -> None:

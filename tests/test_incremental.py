@@ -359,7 +359,13 @@ def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_lose
 
 @pytest.mark.parametrize(
     ("gone", "how"),
-    [("density_bucket=", "deleted"), ("_index/", "deleted"), ("density_bucket=", "cut"), ("_index/", "garbage")],
+    [
+        ("density_bucket=", "deleted"),
+        ("_index/", "deleted"),
+        ("density_bucket=", "cut"),
+        ("_index/", "garbage"),
+        ("_index/", "flipped"),  # bytes changed, the size the same: known from the hash the manifest recorded
+    ],
 )
 def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
     gone: str, how: str, tmp_path: Path
@@ -374,7 +380,9 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
         (output / victim).unlink()
     else:
         data = (output / victim).read_bytes()
-        (output / victim).write_bytes(data[: len(data) // 2] if how == "cut" else b"not parquet")
+        (output / victim).write_bytes(
+            data[: len(data) // 2] if how == "cut" else b"not parquet" if how == "garbage" else _flipped(data)
+        )
     _corpus_v2(corpus)
     manifest = run(_argv(corpus, output, "--incremental"))
     run(_argv(corpus, fresh))
@@ -383,6 +391,12 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
     assert manifest["changes"]["reason"].startswith("full run: the previous output is incomplete (1 file(s)")
     assert victim in manifest["changes"]["reason"]
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True  # whole again
+
+
+def _flipped(data: bytes) -> bytes:
+    """``data`` with its middle 8 bytes inverted (a bad disk sector, a bit rot): the same size."""
+    middle = len(data) // 2
+    return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
 
 
 def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(tmp_path: Path) -> None:

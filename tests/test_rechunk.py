@@ -257,14 +257,19 @@ def test_quiet_and_verbose(
     ("flags", "progress_expected"), [(["--quiet"], False), (["--progress-seconds", "0.001"], True)]
 )
 def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expected: bool, tmp_path: Path) -> None:
-    """Beam's worker start-up chatter stays out of the terminal; zerda's progress lines from workers do not."""
+    """Beam's worker start-up chatter stays out of the terminal (it printed "apitools not found" and "Logging
+    handler created." from each worker, in Python's default format, even with --quiet); zerda's progress lines
+    from workers do not."""
     command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
     command += ["--output", str(tmp_path / "out"), *flags, *MULTI_PROCESS]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=True)
     assert "Pipeline_options" not in done.stderr and "sdk harness" not in done.stderr
     assert "semi_persistent_directory" not in done.stderr
     assert ("zerda.progress" in done.stderr) is progress_expected
+    if "--quiet" in flags:
+        assert done.stderr == ""  # nothing but errors, and there were none
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO"
+    assert all(re.match(rf"{stamp} ", line) for line in done.stderr.splitlines()), done.stderr  # one format
     zerda_lines = [line for line in done.stderr.splitlines() if "zerda" in line]
     assert all(re.match(rf"{stamp} zerda(\.progress)?: ", line) for line in zerda_lines), zerda_lines
     if progress_expected:  # the launcher's line and the workers' progress lines, one format
@@ -301,14 +306,18 @@ def test_the_direct_runner_never_hands_the_job_to_prism(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("runner", [["--runner", "PortableRunner"], ["--runner=PortableRunner"]])
 def test_worker_logging_leaves_other_runners_alone(runner: list[str]) -> None:
-    options = _worker_logging(PipelineOptions(runner), quiet=True, verbose=False)
+    options = PipelineOptions(runner)
+    assert _worker_logging(options, quiet=True, verbose=False) is None
     assert options.view_as(WorkerOptions).default_sdk_harness_log_level is None
 
 
 def test_worker_logging_on_the_direct_runner_keeps_a_level_the_user_gave() -> None:
-    chosen = _worker_logging(PipelineOptions(["--default_sdk_harness_log_level=INFO"]), quiet=True, verbose=False)
+    chosen = PipelineOptions(["--default_sdk_harness_log_level=INFO"])
+    assert _worker_logging(chosen, quiet=True, verbose=False) is None
     assert chosen.view_as(WorkerOptions).default_sdk_harness_log_level == "INFO"
-    quiet = _worker_logging(PipelineOptions([]), quiet=True, verbose=False).view_as(WorkerOptions)
+    options = PipelineOptions([])
+    assert _worker_logging(options, quiet=True, verbose=False) == ("ERROR", "ERROR")
+    quiet = options.view_as(WorkerOptions)
     assert quiet.default_sdk_harness_log_level == "ERROR"
     assert quiet.sdk_harness_log_level_overrides == {"zerda": "ERROR", "pipelines": "ERROR"}
 

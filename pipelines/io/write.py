@@ -15,7 +15,8 @@ Wiring (the rechunk entry point)::
    or retried bundle attempt may leave files behind, but the runner discards its outputs, so no
    committed element ever names them.
 2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
-   remove ``_SUCCESS`` and the previous run's dataset, move the named files to
+   remove ``_SUCCESS`` and the previous run's files (only files a zerda run wrote: ``pipelines.io.ownership``;
+   a foreign file in a dataset folder refuses the run at launch), move the named files to
    ``OUTPUT/density_bucket=K/part-NNNNN.parquet``, ``OUTPUT/_rejects/part-NNNNN.pq`` (and ``_index/``,
    ``_changes/``; numbered in sorted order), re-read every committed footer against the manifest's counts,
    delete this run's ``_staging/<run_id>`` (retried bundles' leftovers included; never another run's),
@@ -38,6 +39,7 @@ footer names the path this run staged them as. Batch (global window) only.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import logging
@@ -45,7 +47,7 @@ import posixpath
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -61,8 +63,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
 from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
+from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.layout import (
-    CHANGES_DIR,
     CHUNK_SUFFIX,
     INDEX_DIR,
     MANIFEST_FILE,
@@ -80,8 +82,9 @@ log = logging.getLogger("zerda")
 
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
+_DIGEST_BLOCK = 1 << 20
+DIGEST_KEY = "sha256"  # a manifest file entry's key: the hash of an _index file's bytes
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ def prepare_output(output: str) -> None:
         if fs.exists(root) and not fs.isdir(root):  # a file, or a device such as /dev/null
             raise OutputError(f"output {output!r} is a file, not a directory")
         _refuse_a_foreign_folder(fs, root, output)
+        _refuse_foreign_files(fs, root, output)
         fs.makedirs(root, exist_ok=True)
         probe = f"{root}/.zerda-probe-{uuid.uuid4().hex}"
         fs.pipe_file(probe, b"")
@@ -157,11 +161,22 @@ def _refuse_a_foreign_folder(fs: AbstractFileSystem, root: str, output: str) -> 
         return
     ours = (MANIFEST_FILE, SUCCESS_FILE, STAGING_DIR, LEASE_FILE)
     names = [name for name in names if not name.startswith(".")]  # .DS_Store, a probe: no one's files
-    if names and not any(_is_dataset_entry(name) or name in ours for name in names):
+    if names and not any(is_dataset_entry(name) or name in ours for name in names):
         shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
         raise OutputError(
             f"output {output!r} is a folder of other files ({shown}) with no zerda output in it: "
             "give a new or empty folder"
+        )
+
+
+def _refuse_foreign_files(fs: AbstractFileSystem, root: str, output: str) -> None:
+    """Files zerda did not write in OUTPUT's dataset folders (``pipelines.io.ownership``): the commit would
+    leave them beside the new output, where the dataset's readers would read them as its files."""
+    files = dataset_files(fs, root)
+    if files.foreign:
+        raise OutputError(
+            f"output {output!r} holds {files.describe_foreign(root)}: move them out of OUTPUT, where readers of "
+            "the dataset would take them for zerda's files (names starting with '.' or '_' may stay)"
         )
 
 
@@ -448,11 +463,6 @@ def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
     return plan
 
 
-def _is_dataset_entry(name: str) -> bool:
-    """A top-level entry of OUTPUT that belongs to a previous run's dataset."""
-    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, CHANGES_DIR)
-
-
 class CommitError(OSError):
     """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
 
@@ -488,12 +498,13 @@ class _Commit(beam.DoFn):
             check_held(fs, root, self._run_id)
         plan = _final_names([*chunk_files, *reject_files, *other_files])
         to_move, moved = _pending_moves(fs, root, plan)
+        previous = _previous_files(fs, root)
         _retract(fs, root)
-        _clear_previous(fs, root, keep=moved, folders={posixpath.dirname(f"{root}/{final}") for _, final in plan})
+        _clear_previous(fs, previous - moved)
         _move(fs, root, to_move)
-        sizes = _verify(fs, root, plan, manifest)
+        committed = _verify(fs, root, plan, manifest)
         _clear_staging(fs, root, plan)
-        yield _publish(fs, root, plan, sizes, manifest)
+        yield _publish(fs, root, committed, manifest)
 
 
 def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
@@ -509,7 +520,7 @@ def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan,
     foreign = [
         staged.path
         for staged, final in plan
-        if f"{root}/{final}" in moved and _staged_as(fs, root, final) != staged.footer_path
+        if f"{root}/{final}" in moved and staged_as(fs, f"{root}/{final}") != staged.footer_path
     ]
     if foreign:
         raise CommitError(
@@ -518,34 +529,37 @@ def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan,
     return to_move, moved
 
 
-def _staged_as(fs: AbstractFileSystem, root: str, path: str) -> str | None:
-    """The staged path a Parquet file's footer names (None: no such file, not ours, or not Parquet)."""
-    try:
-        with fs.open(f"{root}/{path}", "rb") as f:
-            metadata = pq.read_metadata(f).metadata or {}
-    except (OSError, pa.ArrowInvalid):
-        return None
-    return metadata.get(STAGED_KEY, b"").decode() or None
-
-
 def _retract(fs: AbstractFileSystem, root: str) -> None:
     """First change to the dataset: OUTPUT stops being a finished output."""
     _remove(fs, f"{root}/{SUCCESS_FILE}")
     _remove(fs, f"{root}/{MANIFEST_FILE}")
 
 
-def _clear_previous(fs: AbstractFileSystem, root: str, keep: set[str], folders: set[str]) -> None:
-    """Delete the previous dataset: the folders this run does not write whole, in the others all but ``keep``."""
-    if not fs.exists(root):
-        return
-    for entry in fs.ls(root, detail=False):
-        entry = entry.rstrip("/")
-        if not _is_dataset_entry(posixpath.basename(entry)):
-            continue
-        if entry in folders:
-            _remove(fs, [path for path in fs.find(entry) if path not in keep])
-        else:
-            _remove(fs, entry, recursive=True)
+def _previous_files(fs: AbstractFileSystem, root: str) -> frozenset[str]:
+    """The files of the previous dataset, which the commit replaces, checked before anything changes: a file
+    zerda did not write that appeared in a dataset folder since the launch fails the commit (it is never
+    deleted, and left there it would be read with this run's files)."""
+    files = dataset_files(fs, root)
+    if files.foreign:
+        raise CommitError(f"{files.describe_foreign(root)}, put there while the run ran: not committing")
+    return files.ours
+
+
+def _clear_previous(fs: AbstractFileSystem, previous: Iterable[str]) -> None:
+    """Delete the previous dataset's files, then the folders they leave empty (a file zerda did not write
+    is never deleted: a hidden one keeps its folder)."""
+    paths = sorted(previous)
+    _remove(fs, paths)
+    for folder in sorted({posixpath.dirname(path) for path in paths}):
+        _remove_if_empty(fs, folder)
+
+
+def _remove_if_empty(fs: AbstractFileSystem, folder: str) -> None:
+    """Remove ``folder`` if nothing is left in it (on an object store, where folders are only prefixes,
+    listing an emptied one fails: nothing to do)."""
+    with contextlib.suppress(OSError):
+        if not fs.ls(folder, detail=False):
+            fs.rmdir(folder)
 
 
 def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
@@ -559,15 +573,15 @@ def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
         list(pool.map(lambda move: place(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
 
 
-def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[int]:
+def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Re-read the committed files' footers: each is the file staged, with its rows, and the totals match the
     manifest's chunk and reject counts (the last guard against a runner that lost a bundle's output).
-    Returns each file's size in bytes, for the manifest."""
+    Returns each file's manifest entry."""
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
         footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
     rows: dict[str, int] = defaultdict(int)
-    for (staged, _), (num_rows, _) in zip(plan, footers, strict=True):
-        rows[staged.directory] += num_rows
+    for (staged, _), entry in zip(plan, footers, strict=True):
+        rows[staged.directory] += entry["rows"]
     counts = manifest["counts"]
     expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
     if sum(counts["rejects"].values()):
@@ -577,7 +591,7 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
         detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
         raise CommitError(f"committed rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
-    return [size for _, size in footers]
+    return footers
 
 
 def _is_counted(directory: str) -> bool:
@@ -585,21 +599,39 @@ def _is_counted(directory: str) -> bool:
     return directory.startswith(f"{PARTITION_COLUMN}=") or directory == REJECTS_DIR
 
 
-def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> tuple[int, int]:
-    """(rows, bytes) of a committed file, after checking it is the file staged with the rows staged."""
+def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> dict[str, Any]:
+    """The manifest entry of a committed file (path, rows, bytes; the SHA-256 of an ``_index`` file), after
+    checking it is the file staged with the rows staged.
+
+    An incremental run decides from the previous index what it need not chunk again, so a corruption that
+    keeps the size (a bad sector) must be found there: it is, from the recorded hash
+    (``pipelines.incremental``). Only index files are hashed: the dataset's are far larger, and re-reading
+    them whole at every commit would cost as much as writing them."""
     try:
         with fs.open(f"{root}/{final}", "rb") as f:
             metadata = pq.read_metadata(f)
             size = f.seek(0, io.SEEK_END)  # known to the open file: no further request
+            entry = {"path": final, "rows": metadata.num_rows, "bytes": size}
+            if staged.directory == INDEX_DIR:
+                f.seek(0)
+                entry[DIGEST_KEY] = sha256_of(f)
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
-    staged_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
-    if staged_as != staged.footer_path or metadata.num_rows != staged.rows:
+    written_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
+    if written_as != staged.footer_path or metadata.num_rows != staged.rows:
         raise CommitError(
-            f"committed file {final} is not the one staged ({staged_as or 'no zerda footer'}, {metadata.num_rows:,} "
+            f"committed file {final} is not the one staged ({written_as or 'no zerda footer'}, {metadata.num_rows:,} "
             f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
         )
-    return metadata.num_rows, size
+    return entry
+
+
+def sha256_of(f: Any) -> str:
+    """The SHA-256 of an open file's bytes from where it stands, read a block at a time."""
+    digest = hashlib.sha256()
+    while block := f.read(_DIGEST_BLOCK):
+        digest.update(block)
+    return digest.hexdigest()
 
 
 def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
@@ -607,18 +639,13 @@ def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
     run's; ``_staging`` itself goes once it is empty."""
     runs = {f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan if not staged.kept}
     _remove(fs, sorted(runs), recursive=True)
-    with contextlib.suppress(OSError):
-        if not fs.ls(f"{root}/{STAGING_DIR}", detail=False):
-            fs.rmdir(f"{root}/{STAGING_DIR}")
+    _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
 
 
 def _publish(
-    fs: AbstractFileSystem, root: str, plan: Plan, sizes: list[int], manifest: Mapping[str, Any]
+    fs: AbstractFileSystem, root: str, files: list[dict[str, Any]], manifest: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Write the manifest, then ``_SUCCESS``: the last step, the one that makes OUTPUT a finished output."""
-    files = [
-        {"path": final, "rows": staged.rows, "bytes": size} for (staged, final), size in zip(plan, sizes, strict=True)
-    ]
     final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
     fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
     fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")

@@ -1,0 +1,94 @@
+"""Which files in OUTPUT's dataset folders zerda wrote: a commit deletes only those, and a run does not start
+over anyone else's file where the dataset's readers would take it for zerda's.
+
+The dataset folders are ``density_bucket=K/``, ``_rejects/``, ``_index/`` and ``_changes/``. A file in them
+is zerda's when the previous manifest lists it, or when it has a committed file's name (``part-NNNNN.parquet``,
+``.pq``) and its Parquet footer names the path a zerda run staged it as (what a commit stopped halfway
+leaves, its manifest already retracted). Any other file there is foreign: ``pyarrow.dataset(OUTPUT)`` and
+Spark read every file of a partition folder, and the documented ``read_parquet('OUTPUT/_rejects/*')`` every
+file of that one, so a user's ``notes.txt`` breaks them and an ``extra.parquet`` would be read as chunks.
+Hidden names (``.`` or ``_`` first, ``.DS_Store``), which those readers skip, are neither: kept, not refused.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from pipelines.layout import (
+    CHANGES_DIR,
+    CHUNK_SUFFIX,
+    INDEX_DIR,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SUFFIX,
+    REJECTS_DIR,
+)
+
+STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
+_COMMITTED_NAME = re.compile(rf"part-\d{{5,}}({re.escape(CHUNK_SUFFIX)}|{re.escape(REJECT_SUFFIX)})\Z")
+_SHOWN = 3  # foreign files named in the error
+
+
+def is_dataset_entry(name: str) -> bool:
+    """A top-level entry of OUTPUT that belongs to a run's dataset."""
+    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, CHANGES_DIR)
+
+
+def staged_as(fs: AbstractFileSystem, path: str) -> str | None:
+    """The staged path a Parquet file's footer names (None: no such file, not ours, or not Parquet)."""
+    try:
+        with fs.open(path, "rb") as f:
+            metadata = pq.read_metadata(f).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return metadata.get(STAGED_KEY, b"").decode() or None
+
+
+@dataclass(frozen=True)
+class DatasetFiles:
+    """The files of OUTPUT's dataset folders (absolute paths): zerda's, and the foreign ones readers would read."""
+
+    ours: frozenset[str]
+    foreign: tuple[str, ...]
+
+    def describe_foreign(self, root: str) -> str:
+        shown = [posixpath.relpath(path, root) for path in self.foreign[:_SHOWN]]
+        more = f" and {len(self.foreign) - _SHOWN} more" if len(self.foreign) > _SHOWN else ""
+        return f"{len(self.foreign)} file(s) zerda did not write in its dataset folders ({', '.join(shown)}{more})"
+
+
+def dataset_files(fs: AbstractFileSystem, root: str) -> DatasetFiles:
+    """Sort the files of OUTPUT's dataset folders into zerda's and foreign ones (hidden names in neither)."""
+    try:
+        entries = [entry.rstrip("/") for entry in fs.ls(root, detail=False)]
+    except FileNotFoundError:
+        return DatasetFiles(frozenset(), ())
+    found = [path for entry in entries if is_dataset_entry(posixpath.basename(entry)) for path in fs.find(entry)]
+    listed = _listed(fs, root)
+    ours, foreign = set(), []
+    for path in sorted(found):
+        relative = posixpath.relpath(path, root)
+        if any(part.startswith((".", "_")) for part in relative.split("/")[1:]):
+            continue
+        if relative in listed or (_COMMITTED_NAME.match(posixpath.basename(path)) and staged_as(fs, path)):
+            ours.add(path)
+        else:
+            foreign.append(path)
+    return DatasetFiles(frozenset(ours), tuple(foreign))
+
+
+def _listed(fs: AbstractFileSystem, root: str) -> set[str]:
+    """The paths the manifest in OUTPUT lists (none when there is none or it is not zerda's)."""
+    try:
+        with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
+            files = json.load(f)["output"]["files"]
+        return {entry["path"] for entry in files if isinstance(entry.get("path"), str)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return set()

@@ -1,0 +1,56 @@
+"""Run by Python as each local Beam worker process starts, before Beam's first import logs anything
+(``pipelines.worker_log`` puts this folder first on the workers' ``PYTHONPATH``).
+
+Standard library only: the ``pipelines`` importable this early may not be the launcher's (the folder it
+runs from joins ``sys.path`` only after this runs), and importing it would pin that one for the worker.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+_OURS = ("zerda", "pipelines")
+
+
+class _Levels(logging.Filter):
+    """zerda's records from zerda's level up, every other logger's (Beam's, grpc's) from Beam's: per handler,
+    so the levels Beam sets on its loggers as the worker starts cannot let its start-up lines through."""
+
+    def __init__(self, beam: int, zerda: int) -> None:
+        super().__init__()
+        self._beam, self._zerda = beam, zerda
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.name.split(".", 1)[0] in _OURS
+        return record.levelno >= (self._zerda if ours else self._beam)
+
+
+def _configure() -> None:
+    """The root logger's one stderr handler: with a handler there, ``logging.warning()`` adds no other."""
+    settings = json.loads(os.environ.get("ZERDA_WORKER_LOG") or "{}")
+    if not settings:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(settings["format"]))
+    levels = (logging.getLevelName(settings["beam"]), logging.getLevelName(settings["zerda"]))
+    handler.addFilter(_Levels(*levels))
+    logging.getLogger().addHandler(handler)
+
+
+def _run_next_sitecustomize() -> None:
+    """The ``sitecustomize`` Python would have run without this folder first on the path, if any."""
+    here = Path(__file__).resolve().parent
+    path = [folder for folder in sys.path if Path(folder or ".").resolve() != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_configure()
+_run_next_sitecustomize()
