@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from pipelines.incremental import read_previous
 from pipelines.rechunk import run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
+from tests.output_checks import read_manifest
 from zerda_core.chunks import AdaptiveChunker
 
 if TYPE_CHECKING:
@@ -296,13 +298,26 @@ def test_a_file_changed_behind_its_times_or_seen_from_another_root_is_read(
     assert _rows(output) == _rows(fresh)
 
 
-@pytest.mark.parametrize("edit", ["inputs null", "records a string", "bytes negative", "stamp a number"])
-def test_previous_inputs_edited_by_hand_are_read_again(edit: str, tmp_path: Path) -> None:
-    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted."""
-    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+@pytest.fixture(scope="module")
+def settled_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(corpus v1, settled, never changed again; a full run of it into an empty OUTPUT). Read-only: a test
+    copies the output before it edits or reruns it (its paths are relative); the run is its fresh run too."""
+    root = tmp_path_factory.mktemp("settled")
+    corpus, output = root / "corpus", root / "out"
     _corpus_v1(corpus)
     _age(*corpus.iterdir())
     run(_argv(corpus, output))
+    return corpus, output
+
+
+@pytest.mark.parametrize("edit", ["inputs null", "records a string", "bytes negative", "stamp a number"])
+def test_previous_inputs_edited_by_hand_are_read_again(
+    edit: str, settled_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted."""
+    corpus, fresh = settled_run  # the full run of the unchanged corpus
+    output = tmp_path / "out"
+    shutil.copytree(fresh, output)  # the previous run's output
     manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
     if edit == "inputs null":
         manifest["inputs"] = None
@@ -312,7 +327,6 @@ def test_previous_inputs_edited_by_hand_are_read_again(edit: str, tmp_path: Path
             entry[key] = value
     (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     result = run(_argv(corpus, output, "--incremental"))
-    run(_argv(corpus, fresh))
     assert result["changes"]["incremental"] is True and result["changes"]["files_unchanged"] == 0
     assert result["counts"]["records_read"] == 13
     assert _rows(output) == _rows(fresh)
@@ -357,6 +371,20 @@ def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_lose
     assert counts == {"documents_added": 0, "documents_changed": 1, "documents_removed": 1, "documents_unchanged": 2}
 
 
+@pytest.fixture(scope="module")
+def edited_after_a_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(corpus, a full run of it as v1, a full run of it as v2): the corpus edited to v2 after its first run,
+    then never changed again. Read-only: a test copies the first run's output (its paths are relative) and
+    reruns the copy, as if that had been its own previous run."""
+    root = tmp_path_factory.mktemp("edited")
+    corpus, previous, fresh = root / "corpus", root / "previous", root / "fresh"
+    _corpus_v1(corpus)
+    run(_argv(corpus, previous))
+    _corpus_v2(corpus)
+    run(_argv(corpus, fresh))
+    return corpus, previous, fresh
+
+
 @pytest.mark.parametrize(
     ("gone", "how"),
     [
@@ -368,14 +396,14 @@ def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_lose
     ],
 )
 def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
-    gone: str, how: str, tmp_path: Path
+    gone: str, how: str, edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     """A file of the previous output deleted, cut short or overwritten by hand: the next runs are full ones
     (not failures, every night); a changed file is known from the size the manifest recorded."""
-    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
-    _corpus_v1(corpus)
-    first = run(_argv(corpus, output))
-    victim = next(e["path"] for e in first["output"]["files"] if e["path"].startswith(gone))
+    corpus, previous, fresh = edited_after_a_run  # fresh: the full run of the corpus as it is now
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith(gone))
     if how == "deleted":
         (output / victim).unlink()
     else:
@@ -383,9 +411,7 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
         (output / victim).write_bytes(
             data[: len(data) // 2] if how == "cut" else b"not parquet" if how == "garbage" else _flipped(data)
         )
-    _corpus_v2(corpus)
     manifest = run(_argv(corpus, output, "--incremental"))
-    run(_argv(corpus, fresh))
     assert _rows(output) == _rows(fresh)
     assert manifest["changes"]["incremental"] is False
     assert manifest["changes"]["reason"].startswith("full run: the previous output is incomplete (1 file(s)")
@@ -399,15 +425,15 @@ def _flipped(data: bytes) -> bytes:
     return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
 
 
-def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(tmp_path: Path) -> None:
+def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
     """A _manifest.json broken by hand: a full run (it crashed every run, incremental or not, at launch)."""
-    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
-    _corpus_v1(corpus)
-    run(_argv(corpus, output))
+    corpus, previous, fresh = edited_after_a_run  # fresh: the full run of the corpus as it is now
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
     (output / "_manifest.json").write_text('{"format": 1, "fingerp', encoding="utf-8")
-    _corpus_v2(corpus)
     result = run(_argv(corpus, output, "--incremental"))
-    run(_argv(corpus, fresh))
     assert _rows(output) == _rows(fresh)
     assert result["changes"]["incremental"] is False
     assert result["changes"]["reason"].startswith("full run: the previous _manifest.json is unreadable (")
@@ -521,19 +547,20 @@ def test_a_file_whose_document_failed_in_the_chunker_is_read_again(
     assert manifest["counts"] == full["counts"]
 
 
-def test_a_previous_input_count_edited_by_hand_gives_the_counts_of_a_full_run(tmp_path: Path) -> None:
+def test_a_previous_input_count_edited_by_hand_gives_the_counts_of_a_full_run(
+    settled_run: tuple[Path, Path], tmp_path: Path
+) -> None:
     """An unchanged file's ``records`` comes from the rows carried, not from the previous manifest's number:
     an edited count (1 -> 2) committed a manifest whose records read were not chunked + rejects."""
-    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
-    _corpus_v1(corpus)
-    _age(*corpus.iterdir())
-    run(_argv(corpus, output))
+    corpus, fresh = settled_run  # the full run of the unchanged corpus
+    output = tmp_path / "out"
+    shutil.copytree(fresh, output)  # the previous run's output
     manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
     for entry in manifest["inputs"]:
         entry["records"] += 1
     (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     result = run(_argv(corpus, output, "--incremental"))
-    full = run(_argv(corpus, fresh))
+    full = read_manifest(fresh)
     assert result["counts"] == full["counts"]
     assert [{**e, "stamp": ""} for e in result["inputs"]] == [{**e, "stamp": ""} for e in full["inputs"]]
     assert _rows(output) == _rows(fresh)

@@ -1,0 +1,123 @@
+"""The order of the tests on pytest-xdist workers: the slow modules first, so that no long test starts last.
+
+``make test`` runs with ``--dist worksteal``: the controller hands each of the N workers a contiguous
+share of the collected list (by count), and an idle worker steals the tail of the longest queue. In
+collection order the longest tests sat anywhere, a 15 s one could start in the last seconds. Here, on
+xdist workers only (a plain ``pytest`` run keeps its order), the modules are reordered so that each share
+starts with its part of the slow modules, heaviest first, and ends with fast tests that are cheap to
+steal. A module's tests stay together and in their order, so that a module-scoped fixture is set up
+once per worker (reordered within their module, the two tests of the 200 MB run were stolen apart and
+the 200 MB document chunked twice).
+
+The weights below are seconds per test item (setup included) on the 2-core test machine; tests not
+listed weigh ``DEFAULT_SECONDS``. They only order the run: a stale weight costs some seconds of wall
+time, never a test. Refresh them from ``pytest -n 2 --dist worksteal --durations=0``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+DEFAULT_SECONDS = 0.2
+SECONDS = {
+    "test_reliability_input.py::test_200mb_document_is_chunked_within_the_size_bound": 18,
+    "test_reliability_faults.py::test_s3_errors_and_slow_answers_are_retried_and_the_output_is_complete": 17,
+    "test_reliability_faults.py::test_killed_job_leaves_no_success_and_the_next_run_is_complete_and_clean": 16,
+    "test_incremental.py::test_incremental_on_s3": 15,
+    "test_incremental.py::test_a_failed_incremental_run_leaves_the_previous_output_whole": 13,
+    "test_incremental.py::test_a_settings_change_runs_in_full_and_says_why": 12,
+    "test_incremental.py::test_a_previous_manifest_unreadable_runs_in_full_and_says_why": 8,
+    "test_reliability_faults.py::test_s3_down_fails_the_job_clearly_without_success": 12,
+    "test_incremental.py::test_a_file_whose_document_failed_in_the_chunker_is_read_again": 11,
+    "test_incremental.py::test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why": 6,
+    "test_tokens.py::test_an_incremental_run_after_switching_to_tokens_rechunks_everything": 10,
+    "test_s3.py::test_s3_rerun_in_worker_processes_replaces_the_previous_dataset": 10,
+    "test_tokens.py::test_a_document_longer_than_one_tokenizer_window": 9,
+    "test_rechunk.py::test_multi_processing_rerun_replaces_output_with_identical_rows": 9,
+    "test_split.py::test_two_worker_processes_both_chunk_one_split_file": 9,
+    "test_write.py::test_rerun_with_other_file_count_and_workers_leaves_nothing_stale": 8,
+    "test_hostile_input.py::test_storage_credentials_stay_out_of_verbose_logs_of_launcher_and_workers": 8,
+    "test_reliability_faults.py::test_worker_failure_fails_the_job_and_the_retried_job_has_every_chunk_once": 8,
+    "test_portable.py::test_sigterm_to_the_launcher_cancels_the_job_on_the_job_service": 7,
+    "test_incremental.py::test_incremental_run_equals_a_full_run_and_lists_the_changes": 7,
+    "test_incremental.py::test_unchanged_files_are_not_read_and_give_the_rows_rejects_and_counts_of_a_full_run": 7,
+    "test_incremental.py::test_two_files_redacted_to_one_source_are_read": 6,
+    "test_reliability_faults.py::test_same_rows_in_any_order_of_files_and_with_one_or_two_workers": 6,
+    "test_rechunk.py::test_worker_processes_log_like_the_launcher": 6,
+    "test_packaging.py::test_console_script_runs_the_pipeline_from_the_installed_package": 6,
+    "test_split.py::test_split_job_gives_the_rows_of_the_unsplit_job": 6,
+    "test_reliability_ops.py::test_ctrl_c_or_sigterm_exits_in_one_line_and_takes_the_workers_with_it": 6,
+    "test_incremental.py::test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_loses": 6,
+    "test_write.py::test_a_failed_write_leaves_the_previous_output_finished": 4,
+    "test_s3.py::test_s3_run_is_complete_and_accounted": 4,
+    "test_report.py::test_html_page_renders_in_headless_chromium": 4,
+    "test_portable.py::test_embedded_job_service_with_loopback_workers": 4,
+    "test_reliability_ops.py::test_two_jobs_into_one_output_one_commits_the_other_refuses": 4,
+    "test_portable.py::test_job_service_process_with_external_worker_pool": 4,
+    "test_packaging.py::test_installed_package_is_imported_from_the_venv_not_the_checkout": 4,
+    "test_rechunk.py::test_a_run_without_rejects_writes_an_empty_rejects_file_the_documented_query_reads": 4,
+    "test_incremental.py::test_duplicate_ids_in_two_files_stay_distinct": 4,
+    "test_rechunk.py::test_sample_run_is_complete_and_accounted": 3,
+    "test_rechunk.py::test_a_run_that_chunks_nothing_says_why_and_exits_1": 3,
+    "test_incremental.py::test_a_file_changed_behind_its_times_or_seen_from_another_root_is_read": 3,
+    "test_hostile_input.py::test_lone_surrogates_are_invalid_utf8_rejects_through_the_cli_in_multi_processing": 3,
+    "test_reliability_ops.py::test_a_full_disk_fails_the_run_and_keeps_the_previous_output": 3,
+    "test_rag.py::test_chunks_in_mltransform_carry_zerdas_ids_and_metadata": 3,
+    "test_rechunk.py::test_quiet_and_verbose": 3,
+    "test_rechunk.py::test_keywords_column_when_enrichment_is_on": 3,
+    "test_reliability_faults.py::test_repeated_bundles_and_a_repeated_commit_double_nothing": 3,
+    "test_read.py::test_read_corpus_from_memory_urls": 3,
+    "test_tokens.py::test_pipeline_writes_token_counts_within_max_size": 3,
+    "test_hostile_input.py::test_a_small_parquet_of_huge_rows_stays_in_bounded_memory": 3,
+    "test_read.py::test_read_corpus_routes_records_rejects_and_reports": 3,
+    "test_rechunk.py::test_summary_counts_text_read_and_overlap": 3,
+    "test_write.py::test_round_trip_reads_back_in_pyarrow_and_duckdb": 3,
+    "test_reliability_ops.py::test_a_lease_being_written_refuses_and_a_stale_one_is_broken": 3,
+}
+
+
+def _seconds(item: pytest.Item) -> float:
+    key = item.nodeid.removeprefix("tests/").split("[", 1)[0]
+    return SECONDS.get(key, DEFAULT_SECONDS)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def slowest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered into ``workers`` shares of the sizes xdist deals out (``len // workers left``):
+    the modules with a slow test spread over the shares by weight (largest first, to the lightest share),
+    in each share the module of the longest test first; the other modules' items fill each share up.
+    Within a module, the collection order."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(_module(item), []).append(item)
+    slow = {name: group for name, group in modules.items() if max(map(_seconds, group)) > DEFAULT_SECONDS}
+    fillers = [item for name, group in modules.items() if name not in slow for item in group]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    placed: list[list[str]] = [[] for _ in range(workers)]
+    for name in sorted(slow, key=lambda name: -sum(map(_seconds, slow[name]))):
+        lightest = loads.index(min(loads))
+        placed[lightest].append(name)
+        loads[lightest] += sum(map(_seconds, slow[name]))
+    for share, names in zip(shares, placed, strict=True):  # the module of the longest test first: run before
+        for name in sorted(names, key=lambda name: -max(map(_seconds, slow[name]))):  # any steal can split it
+            share += slow[name]  # in collection order: tests sharing a module fixture stay side by side
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for index, share in enumerate(shares):
+        size = left // (workers - index)  # what xdist sends this worker first
+        take = max(0, size - len(share))
+        ordered += share + fillers[:take]
+        fillers = fillers[take:]
+        left -= size
+    return ordered + fillers
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the list the controller schedules
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers > 1:
+        items[:] = slowest_first(items, workers)
