@@ -5,8 +5,9 @@ Beam only finds an unreachable endpoint once the job is submitted, after OUTPUT'
 ``--job_endpoint`` port waits ``--job_server_timeout`` (300 s by default) and then raises an empty
 ``FutureTimeoutError``; a closed ``--flink_master`` is found by Flink's job server after about a minute of
 retries, as ``java.net.ConnectException``. So :func:`check_endpoint` opens a TCP connection to it first, in
-at most :data:`CONNECT_SECONDS`: refused or unreachable is a :class:`UsageError` (exit 2) naming the address
-and what to check, before anything is read or written. :func:`job_failure` words what fails after that.
+at most :data:`CONNECT_SECONDS` (or ``--job_server_timeout``, when shorter): refused or unreachable is a
+:class:`UsageError` (exit 2) naming the address and what to check, before anything is read or written.
+:func:`job_failure` words what fails after that.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from apache_beam.runners.runner import PipelineRunner
 from pipelines.errors import UsageError
 from pipelines.redact import bounded
 
-CONNECT_SECONDS = 10.0  # a host that drops packets: the launch waits this long, not Beam's 300 s
+CONNECT_SECONDS = 10.0  # a host that drops packets: the launch waits this long (or a shorter --job_server_timeout)
 _DETAIL_CHARS = 1000  # a Java exception's message can hold its whole stack
 FLINK_REST_PORT = 8081  # Flink's rest.port default, which its job server takes when --flink_master has none
 
@@ -59,18 +60,19 @@ def check_endpoint(runner: PipelineRunner, options: PipelineOptions) -> None:
     if host_port is None:  # a gRPC target such as dns:///host:port: left to Beam
         return
     where = f"{option} {address}: {host_port[0]}:{host_port[1]}"
+    seconds = min(CONNECT_SECONDS, options.view_as(PortableOptions).job_server_timeout or CONNECT_SECONDS)
     try:
-        socket.create_connection(host_port, timeout=CONNECT_SECONDS).close()
+        socket.create_connection(host_port, timeout=seconds).close()
     except OSError as err:
-        reason = f"no answer in {CONNECT_SECONDS:g} s" if isinstance(err, TimeoutError) else err.strerror or str(err)
+        reason = f"no answer in {seconds:g} s" if isinstance(err, TimeoutError) else err.strerror or str(err)
         raise UsageError(f"{where} cannot be reached ({reason}); {_WHAT_TO_CHECK[option]}") from err
     if option == "--job_endpoint":
         with grpc.insecure_channel(address) as channel:
             try:
-                grpc.channel_ready_future(channel).result(timeout=CONNECT_SECONDS)
+                grpc.channel_ready_future(channel).result(timeout=seconds)
             except grpc.FutureTimeoutError as err:
                 raise UsageError(
-                    f"{where} accepts connections but no gRPC server answered in {CONNECT_SECONDS:g} s; "
+                    f"{where} accepts connections but no gRPC server answered in {seconds:g} s; "
                     f"{_WHAT_TO_CHECK[option]}"
                 ) from err
 

@@ -80,7 +80,10 @@ def _check_untouched(output: Path, before: dict[str, bytes]) -> None:
         (["--runner=FlinkRunner", "--flink_master=http://localhost:{closed}/"], "localhost:{closed} cannot be reached"),
         (["--runner=PortableRunner", "--job_endpoint=127.0.0.1:{closed}"], "--job_endpoint 127.0.0.1:{closed}"),
         (["--runner=FlinkRunner", "--job_endpoint=localhost:{closed}"], "--job_endpoint localhost:{closed}"),
-        (["--runner=PortableRunner", "--job_endpoint=127.0.0.1:{silent}"], "accepts connections but no gRPC server"),
+        (
+            ["--runner=PortableRunner", "--job_endpoint=127.0.0.1:{silent}", "--job_server_timeout=2"],
+            "accepts connections but no gRPC server answered in 2 s",
+        ),
     ],
 )
 def test_an_unreachable_endpoint_exits_2_at_launch_naming_it(
