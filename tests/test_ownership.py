@@ -7,18 +7,25 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.io.ownership import dataset_files
 from pipelines.io.write import StagedFile, new_run_id
 from pipelines.rechunk import main
 from pipelines.schema import CHUNK_SCHEMA
 from tests.output_checks import read_manifest
 from tests.test_reliability_ops import _finished, _snapshot
 from tests.test_write import chunk_row, corpus, run_write
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
 
 
 def _a_chunk_parquet(path: Path) -> None:
@@ -106,3 +113,17 @@ def test_a_foreign_file_put_there_during_the_run_fails_the_commit_before_it_chan
     after = _snapshot(out)
     assert after.pop("density_bucket=4/notes.txt") == b"mine"
     assert {k: v for k, v in after.items() if not k.startswith("_staging/")} == before  # still finished
+
+
+def test_folder_markers_on_an_object_store_are_no_ones_files(s3_env: S3Env) -> None:
+    """A zero-byte ``density_bucket=3/`` object (the S3 console's "Create folder", Hadoop's S3A, ``aws s3api
+    put-object --key dir/``) is a folder, not a file zerda did not write: the run goes on and leaves it."""
+    bucket = s3_env.new_bucket()
+    output = f"s3://{bucket}/out"
+    assert main(["--output", output, "--quiet"]) == 0
+    markers = ["out/density_bucket=3/", "out/_rejects/"]
+    for key in markers:
+        s3_env.client().put_object(Bucket=bucket, Key=key, Body=b"")
+    assert dataset_files(s3_env.filesystem(), f"{bucket}/out").foreign == ()
+    assert main(["--output", output, "--quiet"]) == 0
+    assert s3_env.filesystem().exists(f"{bucket}/out/_SUCCESS")

@@ -75,8 +75,8 @@ def dataset_files(fs: AbstractFileSystem, root: str) -> DatasetFiles:
     ours, foreign = set(), []
     for path in sorted(found):
         relative = posixpath.relpath(path, root)
-        if any(part.startswith((".", "_")) for part in relative.split("/")[1:]):
-            continue
+        if path.endswith("/") or any(part.startswith((".", "_")) for part in relative.split("/")[1:]):
+            continue  # an object store's folder marker (a zero-byte ``dir/``, the S3 console's), or a hidden name
         if relative in listed or (_COMMITTED_NAME.match(posixpath.basename(path)) and staged_as(fs, path)):
             ours.add(path)
         else:
