@@ -4,15 +4,17 @@ appear while the run runs. Hidden names stay, untouched and allowed."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.io.ownership import dataset_files
 from pipelines.io.write import StagedFile, new_run_id
@@ -127,3 +129,24 @@ def test_folder_markers_on_an_object_store_are_no_ones_files(s3_env: S3Env) -> N
     assert dataset_files(s3_env.filesystem(), f"{bucket}/out").foreign == ()
     assert main(["--output", output, "--quiet"]) == 0
     assert s3_env.filesystem().exists(f"{bucket}/out/_SUCCESS")
+
+
+def test_a_file_deleted_after_the_listing_is_not_called_foreign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch while another run commits (the lease is taken after the launch checks): that commit retracted
+    its manifest and deletes the previous files, some just after this listing. A file gone is no one's file
+    to move out of OUTPUT (the launch said ``1 file(s) zerda did not write ... move them out``, naming it)."""
+    output = _finished(tmp_path / "out")
+    (output / "_manifest.json").unlink()  # the other run's commit retracted it
+    fs = LocalFileSystem()
+    listed = LocalFileSystem.find
+
+    def find_then_delete(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        found = listed(fs, path, *args, **kwargs)
+        for name in found:  # the other run's commit deletes them as soon as they are listed here
+            os.remove(name)
+        return found
+
+    monkeypatch.setattr(LocalFileSystem, "find", find_then_delete)
+    assert dataset_files(fs, str(output)).foreign == ()

@@ -79,9 +79,16 @@ def dataset_files(fs: AbstractFileSystem, root: str) -> DatasetFiles:
             continue  # an object store's folder marker (a zero-byte ``dir/``, the S3 console's), or a hidden name
         if relative in listed or (_COMMITTED_NAME.match(posixpath.basename(path)) and staged_as(fs, path)):
             ours.add(path)
-        else:
+        elif not _gone(fs, path):
             foreign.append(path)
     return DatasetFiles(frozenset(ours), tuple(foreign))
+
+
+def _gone(fs: AbstractFileSystem, path: str) -> bool:
+    """Deleted since it was listed (a launch checks before taking the lease, while another run's commit may be
+    deleting its previous files): no file to name, nor to move out of OUTPUT. Asked of the store, not its cache."""
+    fs.invalidate_cache(posixpath.dirname(path))
+    return not fs.exists(path)
 
 
 def _listed(fs: AbstractFileSystem, root: str) -> set[str]:
