@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.io import ownership
 from pipelines.io.ownership import dataset_files
 from pipelines.io.write import StagedFile, new_run_id
 from pipelines.rechunk import main
@@ -150,3 +153,29 @@ def test_a_file_deleted_after_the_listing_is_not_called_foreign(
 
     monkeypatch.setattr(LocalFileSystem, "find", find_then_delete)
     assert dataset_files(fs, str(output)).foreign == ()
+
+
+def test_without_a_manifest_the_footers_are_read_in_parallel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a commit stopped halfway (its manifest retracted), the launch and the commit read the footer of
+    every file of the dataset: on an object store a few round trips each, hours for a large output one by one."""
+    output = _finished(tmp_path / "out")
+    (output / "_manifest.json").unlink()
+    running, most = [0], [0]
+    lock = threading.Lock()
+    read_footer = ownership.staged_as
+
+    def slow_staged_as(fs: Any, path: str) -> str | None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02)  # an object store's round trips
+        try:
+            return read_footer(fs, path)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(ownership, "staged_as", slow_staged_as)
+    files = dataset_files(LocalFileSystem(), str(output))
+    assert files.foreign == () and len(files.ours) > 2
+    assert most[0] > 1, "the footers were read one after another"
