@@ -26,6 +26,8 @@ from pipelines.redact import bounded
 
 CONNECT_SECONDS = 10.0  # a host that drops packets: the launch waits this long (or a shorter --job_server_timeout)
 _DETAIL_CHARS = 1000  # a Java exception's message can hold its whole stack
+_HEAD_CHARS = 300  # of a failed job's message before its traceback: the exception after it must fit
+_TRACEBACK = "Traceback (most recent call last):"
 FLINK_REST_PORT = 8081  # Flink's rest.port default, which its job server takes when --flink_master has none
 
 _WHAT_TO_CHECK = {
@@ -98,5 +100,18 @@ def job_failure(err: Exception, runner: PipelineRunner, options: PipelineOptions
         hint = " (no Beam job service there?)" if code == grpc.StatusCode.UNIMPLEMENTED else ""
         detail = f"the job service answered {code.name}{hint}: {err.details()}"
     else:
-        detail = f"the job failed: {' '.join(str(err).split()) or type(err).__name__}"
+        detail = f"the job failed: {_failure(str(err)) or type(err).__name__}"
     return f"{type(runner).__name__}{where}: {bounded(detail, _DETAIL_CHARS)}"
+
+
+def _failure(text: str) -> str:
+    """A failed job's message on one line. A worker's failure arrives as its Python traceback (kilobytes; on
+    Flink inside a Java exception, its frames after it): the line before the traceback, then the exception
+    that ended the last one, which the first characters of the traceback would not reach."""
+    head, marker, tail = text.partition(_TRACEBACK)
+    if not marker:
+        return " ".join(text.split())
+    _, _, last = tail.rpartition(_TRACEBACK)
+    cause = next((line for line in last.splitlines() if line.strip() and not line[0].isspace()), "")
+    head = bounded(" ".join(head.split()).rstrip(":"), _HEAD_CHARS)
+    return f"{head}{' ' if head.endswith('.') else ': '}{' '.join(cause.split())}" if cause else head

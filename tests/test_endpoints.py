@@ -19,7 +19,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.common import REPO
+from pipelines.rechunk import main
+from tests.common import DATA, REPO
+from tests.fault_injection import zerda_fault
 from tests.flink_cluster import BEAM_JOB_SERVER_VERSION, CACHE
 from tests.test_reliability_ops import _finished, _snapshot
 
@@ -117,3 +119,20 @@ def test_an_endpoint_that_is_no_job_service_fails_the_run_in_one_line(grpc_port:
     ], done.stderr
     assert seconds < BOUND_SECONDS
     _check_untouched(output, before)
+
+
+def test_a_job_that_fails_on_its_workers_says_why_in_its_last_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that fails in a worker after submission: Beam's message is the worker's Python traceback (kilobytes,
+    the exception on its last line, under Flink's Java frames). The one line kept the first 1000 characters, a
+    traceback's opening frames, and lost the exception; it must name it."""
+    zerda_fault.arm(monkeypatch, "english_prose.txt", tmp_path / "marker")
+    output = _finished(tmp_path / "out")
+    argv = ["--input", str(DATA / "english_prose.txt"), "--output", str(output), "--quiet"]
+    capsys.readouterr()
+    assert main([*argv, "--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("zerda: error: PortableRunner: the job failed: Pipeline "), last
+    assert "InjectedFault: injected worker failure on document 'english_prose.txt'" in last, last
+    assert (output / "_SUCCESS").exists()

@@ -4,21 +4,33 @@ appear while the run runs. Hidden names stay, untouched and allowed."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.io import ownership
+from pipelines.io.ownership import dataset_files
 from pipelines.io.write import StagedFile, new_run_id
 from pipelines.rechunk import main
 from pipelines.schema import CHUNK_SCHEMA
 from tests.output_checks import read_manifest
 from tests.test_reliability_ops import _finished, _snapshot
 from tests.test_write import chunk_row, corpus, run_write
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
 
 
 def _a_chunk_parquet(path: Path) -> None:
@@ -106,3 +118,64 @@ def test_a_foreign_file_put_there_during_the_run_fails_the_commit_before_it_chan
     after = _snapshot(out)
     assert after.pop("density_bucket=4/notes.txt") == b"mine"
     assert {k: v for k, v in after.items() if not k.startswith("_staging/")} == before  # still finished
+
+
+def test_folder_markers_on_an_object_store_are_no_ones_files(s3_env: S3Env) -> None:
+    """A zero-byte ``density_bucket=3/`` object (the S3 console's "Create folder", Hadoop's S3A, ``aws s3api
+    put-object --key dir/``) is a folder, not a file zerda did not write: the run goes on and leaves it."""
+    bucket = s3_env.new_bucket()
+    output = f"s3://{bucket}/out"
+    assert main(["--output", output, "--quiet"]) == 0
+    markers = ["out/density_bucket=3/", "out/_rejects/"]
+    for key in markers:
+        s3_env.client().put_object(Bucket=bucket, Key=key, Body=b"")
+    assert dataset_files(s3_env.filesystem(), f"{bucket}/out").foreign == ()
+    assert main(["--output", output, "--quiet"]) == 0
+    assert s3_env.filesystem().exists(f"{bucket}/out/_SUCCESS")
+
+
+def test_a_file_deleted_after_the_listing_is_not_called_foreign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch while another run commits (the lease is taken after the launch checks): that commit retracted
+    its manifest and deletes the previous files, some just after this listing. A file gone is no one's file
+    to move out of OUTPUT (the launch said ``1 file(s) zerda did not write ... move them out``, naming it)."""
+    output = _finished(tmp_path / "out")
+    (output / "_manifest.json").unlink()  # the other run's commit retracted it
+    fs = LocalFileSystem()
+    listed = LocalFileSystem.find
+
+    def find_then_delete(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        found = listed(fs, path, *args, **kwargs)
+        for name in found:  # the other run's commit deletes them as soon as they are listed here
+            os.remove(name)
+        return found
+
+    monkeypatch.setattr(LocalFileSystem, "find", find_then_delete)
+    assert dataset_files(fs, str(output)).foreign == ()
+
+
+def test_without_a_manifest_the_footers_are_read_in_parallel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a commit stopped halfway (its manifest retracted), the launch and the commit read the footer of
+    every file of the dataset: on an object store a few round trips each, hours for a large output one by one."""
+    output = _finished(tmp_path / "out")
+    (output / "_manifest.json").unlink()
+    running, most = [0], [0]
+    lock = threading.Lock()
+    read_footer = ownership.staged_as
+
+    def slow_staged_as(fs: Any, path: str) -> str | None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02)  # an object store's round trips
+        try:
+            return read_footer(fs, path)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(ownership, "staged_as", slow_staged_as)
+    files = dataset_files(LocalFileSystem(), str(output))
+    assert files.foreign == () and len(files.ours) > 2
+    assert most[0] > 1, "the footers were read one after another"

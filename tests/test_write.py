@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,9 +26,11 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.io import write as write_module
+from pipelines.io.ownership import STAGED_KEY
 from pipelines.io.write import (
     CommitOutput,
     OutputError,
+    StagedFile,
     WriteChunks,
     WriteRejects,
     new_run_id,
@@ -338,3 +342,40 @@ def test_only_repeated_columns_are_dictionary_encoded(tmp_path: Path) -> None:
     encodings = {columns.column(i).path_in_schema: columns.column(i).encodings for i in range(columns.num_columns)}
     assert any("DICTIONARY" in e for e in encodings["doc_id"])
     assert not any("DICTIONARY" in e for e in encodings["text"] + encodings["chunk_id"])
+
+
+def test_the_commit_checks_the_footers_of_kept_files_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An incremental run keeps most chunk files where they are, and the commit reads each one's footer before it
+    changes anything. On an object store each read is a few requests (20-35 ms each): one after another, the
+    190,000 chunk files of a 10 TB output would take hours, where the copies they replace ran 16 at a time."""
+    root = tmp_path / "out"
+    (root / "density_bucket=3").mkdir(parents=True)
+    plan = []
+    for n in range(32):
+        final = f"density_bucket=3/part-{n:05d}.parquet"
+        staged = f"_staging/old/density_bucket=3/part-{n}.parquet"
+        table = pa.table({"a": [n]}).replace_schema_metadata({STAGED_KEY: staged.encode()})
+        pq.write_table(table, root / final)
+        plan.append((StagedFile("density_bucket=3", final, 1, written_as=staged, kept=True), final))
+    running, most = [0], [0]
+    lock = threading.Lock()
+    read_footer = write_module.staged_as
+
+    def slow_staged_as(fs: fsspec.AbstractFileSystem, path: str) -> str | None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02)  # an object store's round trips
+        try:
+            return read_footer(fs, path)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(write_module, "staged_as", slow_staged_as)
+    fs = fsspec.filesystem("file")
+    to_move, moved = write_module._pending_moves(fs, str(root), plan)
+    assert to_move == [] and moved == {f"{root}/{final}" for _, final in plan}
+    assert most[0] > 1, "the footers were read one after another"

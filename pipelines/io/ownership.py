@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -34,6 +35,7 @@ from pipelines.layout import (
 STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
 _COMMITTED_NAME = re.compile(rf"part-\d{{5,}}({re.escape(CHUNK_SUFFIX)}|{re.escape(REJECT_SUFFIX)})\Z")
 _SHOWN = 3  # foreign files named in the error
+_FOOTER_THREADS = 16  # footer reads at once: on an object store each is a few round trips
 
 
 def is_dataset_entry(name: str) -> bool:
@@ -72,16 +74,33 @@ def dataset_files(fs: AbstractFileSystem, root: str) -> DatasetFiles:
         return DatasetFiles(frozenset(), ())
     found = [path for entry in entries if is_dataset_entry(posixpath.basename(entry)) for path in fs.find(entry)]
     listed = _listed(fs, root)
-    ours, foreign = set(), []
+    ours, unlisted = set(), []
     for path in sorted(found):
         relative = posixpath.relpath(path, root)
-        if any(part.startswith((".", "_")) for part in relative.split("/")[1:]):
-            continue
-        if relative in listed or (_COMMITTED_NAME.match(posixpath.basename(path)) and staged_as(fs, path)):
+        if path.endswith("/") or any(part.startswith((".", "_")) for part in relative.split("/")[1:]):
+            continue  # an object store's folder marker (a zero-byte ``dir/``, the S3 console's), or a hidden name
+        if relative in listed:
             ours.add(path)
         else:
-            foreign.append(path)
+            unlisted.append(path)
+    # No manifest (a commit stopped halfway retracted it): every file's footer, on an object store 16 at a time
+    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
+        zerdas = list(pool.map(lambda path: _written_by_zerda(fs, path), unlisted))
+    ours.update(path for path, mine in zip(unlisted, zerdas, strict=True) if mine)
+    foreign = [path for path, mine in zip(unlisted, zerdas, strict=True) if not mine and not _gone(fs, path)]
     return DatasetFiles(frozenset(ours), tuple(foreign))
+
+
+def _written_by_zerda(fs: AbstractFileSystem, path: str) -> bool:
+    """A committed file's name and a footer naming the path a zerda run staged it as."""
+    return bool(_COMMITTED_NAME.match(posixpath.basename(path))) and staged_as(fs, path) is not None
+
+
+def _gone(fs: AbstractFileSystem, path: str) -> bool:
+    """Deleted since it was listed (a launch checks before taking the lease, while another run's commit may be
+    deleting its previous files): no file to name, nor to move out of OUTPUT. Asked of the store, not its cache."""
+    fs.invalidate_cache(posixpath.dirname(path))
+    return not fs.exists(path)
 
 
 def _listed(fs: AbstractFileSystem, root: str) -> set[str]:

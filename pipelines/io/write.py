@@ -516,12 +516,11 @@ def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan,
     """
     waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
     to_move = [(staged, final) for staged, final in plan if f"{root}/{staged.path}" in waiting]
-    moved = {f"{root}/{final}" for staged, final in plan if f"{root}/{staged.path}" not in waiting}
-    foreign = [
-        staged.path
-        for staged, final in plan
-        if f"{root}/{final}" in moved and staged_as(fs, f"{root}/{final}") != staged.footer_path
-    ]
+    done = [(staged, final) for staged, final in plan if f"{root}/{staged.path}" not in waiting]  # kept files too
+    with ThreadPoolExecutor(_MOVE_THREADS) as pool:  # an object store's footer reads, 16 at a time
+        footers = list(pool.map(lambda item: staged_as(fs, f"{root}/{item[1]}"), done))
+    moved = {f"{root}/{final}" for _, final in done}
+    foreign = [staged.path for (staged, _), footer in zip(done, footers, strict=True) if footer != staged.footer_path]
     if foreign:
         raise CommitError(
             f"staged files missing, not committing (another run writing into OUTPUT?): {sorted(foreign)[:5]}"
