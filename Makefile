@@ -28,10 +28,11 @@ run: install  ## chunk the bundled sample corpus into ./out/chunks
 
 # `make test`: the tests outside the Flink cluster on TEST_WORKERS pytest-xdist workers (each worker has
 # its own moto server and fixtures; idle workers steal queued tests), then the Flink tests alone and serially.
-# 2 workers on the 2-core test machine: a third overlaps the tests that wait (S3 back-off, signals) but
-# sets up every module fixture once more and oversubscribes the cores; measured on test_reliability_faults
-# and test_incremental, -n 3 took 173 s wall and 246 CPU-s, -n 2 145 s and 209 CPU-s.
-TEST_WORKERS ?= 2
+# 3 workers on the 2-core test machine: several tests wait (S3 back-off, signals, worker processes
+# starting), and a third worker fills those waits. Whole non-Flink suite on a quiet machine, 2026-12-04:
+# -n 3 227 and 229 s wall (425 CPU-s), -n 2 258 s (405 CPU-s). (On two modules alone, under another
+# job's load, -n 3 had been slower: each worker sets up every module fixture it meets once more.)
+TEST_WORKERS ?= 3
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q -m "not flink" -n $(TEST_WORKERS) --dist worksteal
 	$(BIN)/python -m pytest -q -m flink

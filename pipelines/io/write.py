@@ -212,7 +212,7 @@ class _StageParquet(beam.DoFn):
     Elements are lists of rows (a document's chunks, or one reject), so Beam's per-element cost is paid
     per document, not per row. With ``group_by`` (chunks: their source), a file of half ``max_rows_per_file``
     rows or more is closed where the key changes: a file then holds the rows of few sources, so an incremental
-    run after one source changed rewrites few files (it copies the others as they are), and there are at most
+    run after one source changed rewrites few files (it keeps the others where they are), and there are at most
     about twice as many files as without.
     """
 
