@@ -1,8 +1,14 @@
-"""Where the tests find the repository and its shipped texts, and the Beam options for worker processes."""
+"""Where the tests find the repository and its shipped texts, the Beam options for worker processes, and a
+spy on how many calls of a function run at once."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -11,3 +17,24 @@ MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers
 # Llama 2's tokenizer.json, shipped in wordllama's wheel (the dev extra installs it): the real tokenizer the
 # size_unit tokens tests cut with.
 LLAMA_TOKENIZER = "package:wordllama/tokenizers/l2_supercat_tokenizer_config.json"
+
+
+def most_at_once(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, seconds: float = 0.02) -> list[int]:
+    """Make ``module.name`` take ``seconds`` longer (an object store's round trips); the returned list's one
+    value becomes the most calls of it that ran at the same time."""
+    real, running, most = getattr(module, name), [0], [0]
+    lock = threading.Lock()
+
+    def slowed(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(seconds)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(module, name, slowed)
+    return most

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ from pipelines.io.ownership import dataset_files
 from pipelines.io.write import StagedFile, new_run_id
 from pipelines.rechunk import main
 from pipelines.schema import CHUNK_SCHEMA
+from tests.common import most_at_once
 from tests.output_checks import read_manifest
 from tests.test_reliability_ops import _finished, _snapshot
 from tests.test_write import chunk_row, corpus, run_write
@@ -160,22 +159,7 @@ def test_without_a_manifest_the_footers_are_read_in_parallel(tmp_path: Path, mon
     every file of the dataset: on an object store a few round trips each, hours for a large output one by one."""
     output = _finished(tmp_path / "out")
     (output / "_manifest.json").unlink()
-    running, most = [0], [0]
-    lock = threading.Lock()
-    read_footer = ownership.staged_as
-
-    def slow_staged_as(fs: Any, path: str) -> str | None:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.02)  # an object store's round trips
-        try:
-            return read_footer(fs, path)
-        finally:
-            with lock:
-                running[0] -= 1
-
-    monkeypatch.setattr(ownership, "staged_as", slow_staged_as)
+    most = most_at_once(monkeypatch, ownership, "staged_as")
     files = dataset_files(LocalFileSystem(), str(output))
     assert files.foreign == () and len(files.ours) > 2
     assert most[0] > 1, "the footers were read one after another"

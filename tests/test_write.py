@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
-import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,7 +38,7 @@ from pipelines.layout import PARTITION_COLUMN, density_bucket, n_buckets
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
-from tests.common import REPO
+from tests.common import REPO, most_at_once
 from tests.output_checks import documents_of, summaries_of
 
 
@@ -359,22 +357,7 @@ def test_the_commit_checks_the_footers_of_kept_files_in_parallel(
         table = pa.table({"a": [n]}).replace_schema_metadata({STAGED_KEY: staged.encode()})
         pq.write_table(table, root / final)
         plan.append((StagedFile("density_bucket=3", final, 1, written_as=staged, kept=True), final))
-    running, most = [0], [0]
-    lock = threading.Lock()
-    read_footer = write_module.staged_as
-
-    def slow_staged_as(fs: fsspec.AbstractFileSystem, path: str) -> str | None:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.02)  # an object store's round trips
-        try:
-            return read_footer(fs, path)
-        finally:
-            with lock:
-                running[0] -= 1
-
-    monkeypatch.setattr(write_module, "staged_as", slow_staged_as)
+    most = most_at_once(monkeypatch, write_module, "staged_as")
     fs = fsspec.filesystem("file")
     to_move, moved = write_module._pending_moves(fs, str(root), plan)
     assert to_move == [] and moved == {f"{root}/{final}" for _, final in plan}
