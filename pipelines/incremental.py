@@ -54,7 +54,7 @@ import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
-from pipelines.io.ownership import STAGED_KEY
+from pipelines.io.ownership import staged_as
 from pipelines.io.write import (
     DIGEST_KEY,
     EmptyFileIfNone,
@@ -361,9 +361,8 @@ class _CarryRows(beam.DoFn):
 def _keep(directory: str, url: str, rows: int) -> StagedFile:
     """A previous file of carried rows only, committed where it is: no copy (on an object store, no two)."""
     source_fs, source = url_to_fs(url)
-    with source_fs.open(source, "rb") as f:  # the footer names the path the previous run staged it as
-        written_as = ((pq.read_metadata(f).metadata or {}).get(STAGED_KEY, b"")).decode()
     path = f"{directory}/{posixpath.basename(source)}"
+    written_as = staged_as(source_fs, source)  # the path the previous run staged it as, in its footer
     return StagedFile(directory, path, rows, written_as=written_as or path, kept=True)
 
 
