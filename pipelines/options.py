@@ -164,6 +164,10 @@ def parse_arguments(
     beam_values, _ = _beam_parser().parse_known_args(beam_args)  # values Beam's classes refuse, before the runner
     if (beam_values.direct_num_workers or 0) < 0:  # Beam takes any int, then fails deep in the runner
         raise UsageError(f"--direct_num_workers must be >= 0 (0: one a core), got {beam_values.direct_num_workers}")
+    if beam_values.job_server_timeout <= 0:  # Beam takes any int; a socket or gRPC wait refuses it later
+        raise UsageError(
+            f"--job_server_timeout must be a positive number of seconds, got {beam_values.job_server_timeout}"
+        )
     runner = _runner(beam_args)
     beam_parser = _beam_parser()  # again: creating the runner may have registered its own options class
     _, unknown = beam_parser.parse_known_args(beam_args)

@@ -101,6 +101,7 @@ def _snapshot(output: Path) -> dict[str, bytes]:
         (["--input", " "], "argument --input: must not be empty"),
         (["--config", ""], "argument --config: must not be empty"),
         (["--direct_num_workers=-3"], "--direct_num_workers must be >= 0"),
+        (["--runner=PortableRunner", "--job_endpoint=127.0.0.1:9", "--job_server_timeout=-5"], "must be a positive"),
         (["--direct_num_workers", "-1", "--direct_running_mode=multi_threading"], "--direct_num_workers must be"),
         (["--progress-seconds=-1"], "must be a number of seconds >= 0"),
         (["--progress-seconds=inf"], "must be a number of seconds >= 0"),
