@@ -17,7 +17,9 @@ unchanged since the previous output skip it and keep their rows; every run write
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
+import gc
 import itertools
 import json
 import logging
@@ -220,6 +222,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: the exit code of one run (a library caller wants :func:`run`)."""
+    atexit.unregister(gc.freeze)  # once, however often main runs in one process
+    atexit.register(gc.freeze)  # the heap left at exit is freed with the process, not collected first
     try:
         manifest = run(argv)
     except (UsageError, SettingsError, InputError, OutputError, JobError) as error:

@@ -7,6 +7,8 @@ runs from joins ``sys.path`` only after this runs), and importing it would pin t
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib.machinery
 import importlib.util
 import json
@@ -41,6 +43,7 @@ def _configure() -> None:
     levels = (logging.getLevelName(settings["beam"]), logging.getLevelName(settings["zerda"]))
     handler.addFilter(_Levels(*levels))
     logging.getLogger().addHandler(handler)
+    atexit.register(gc.freeze)  # as the launcher does: the heap left at exit is freed with the process
 
 
 def _run_next_sitecustomize() -> None:
