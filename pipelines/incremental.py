@@ -70,6 +70,7 @@ from pipelines.layout import (
     INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
+    REJECT_SUFFIX,
     REJECTS_DIR,
     SUCCESS_FILE,
 )
@@ -84,6 +85,7 @@ log = logging.getLogger("zerda")
 _TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carried_summary"
 _CHANGES, _FACTS, _INDEX = "changes", "facts", "index"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
+_CARRIED_COLUMNS = ("record", "doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)  # of an unread file
 _CARRY_THREADS = 4
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
@@ -258,16 +260,22 @@ class _Classify(beam.DoFn):
         self._previous = previous
 
     def setup(self) -> None:
-        self._known: dict[str, tuple[Any, ...]] = {}
+        self._known: dict[str, tuple[Any, ...]] | None = None  # loaded on the first record: a run may read none
+
+    def _load(self) -> dict[str, tuple[Any, ...]]:
+        known: dict[str, tuple[Any, ...]] = {}
         if not self._previous.carry:
-            return
+            return known
         columns = ["content_hash", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS]
         for url in self._previous.index_files:
             table = _read_table(url, ["source", "record", "doc_id", *columns])
             values = zip(*(table.column(name).to_pylist() for name in columns), strict=True)
-            self._known.update(zip(document_keys(table).to_pylist(), values, strict=True))
+            known.update(zip(document_keys(table).to_pylist(), values, strict=True))
+        return known
 
     def process(self, record: SourceRecord) -> Iterator[Any]:
+        if self._known is None:
+            self._known = self._load()
         key = document_key(record.source, record.record, record.doc_id)
         digest = content_hash(record.text)
         known = self._known.get(key)
@@ -282,45 +290,77 @@ class _Classify(beam.DoFn):
 
 
 class _CarryFiles(beam.DoFn):
-    """The previous report of an input file unchanged since (not read) -> that report, its previous rejects,
-    and for each of its documents a carry key and a summary (as ``_Classify`` gives an unchanged one) and
-    its previous index row as it is: nothing of a file that did not change can change, so its documents
-    skip the comparison (``_previous_index_rows`` leaves them out) and count as unchanged.
+    """A batch of previous reports of input files unchanged since (not read) -> those reports, their previous
+    rejects, for each of their documents a carry key and a summary (as ``_Classify`` gives an unchanged one),
+    and their previous index rows staged as they are, Arrow to Parquet: nothing of a file that did not change
+    can change, so its documents skip the comparison (``_previous_index_rows`` leaves them out) and count as
+    unchanged.
 
-    Each worker holds the previous index (an Arrow table) and rejects (loaded on the first element).
+    Each worker holds the previous index (an Arrow table, sorted by source) and rejects, loaded on the first
+    batch; a source's rows are then one slice of it.
     """
 
-    def __init__(self, index_files: tuple[str, ...], reject_files: tuple[str, ...]) -> None:
-        self._index_files = index_files
-        self._reject_files = reject_files
+    def __init__(self, previous: Previous, output: str, run_id: str, settings: OutputSettings) -> None:
+        self._previous = previous
+        self._output = output
+        self._run_id = run_id
+        self._compression, self._max_rows = settings.compression, settings.max_rows_per_file
 
     def setup(self) -> None:
         self._index: pa.Table | None = None
+        self._slices: dict[str, tuple[int, int]] = {}
         self._rejects: dict[str, list[Reject]] = {}
 
     def _load(self) -> pa.Table:
-        for url in self._reject_files:
+        for url in self._previous.reject_files:
             for reject in _read_table(url, REJECT_SCHEMA.names).to_pylist():
                 self._rejects.setdefault(reject["source"], []).append(Reject(**reject))
-        tables = [_read_table(url).select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA) for url in self._index_files]
-        return pa.concat_tables(tables) if tables else INDEX_SCHEMA.empty_table()
+        tables = [_read_table(url).select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA) for url in self._previous.index_files]
+        index = (pa.concat_tables(tables) if tables else INDEX_SCHEMA.empty_table()).sort_by("source")
+        runs = pc.value_counts(index.column("source")).to_pylist()  # in order of first appearance: sorted
+        start = 0
+        for run in runs:
+            self._slices[run["values"]] = (start, run["counts"])
+            start += run["counts"]
+        return index
 
-    def process(self, report: FileReport) -> Iterator[Any]:
+    def process(self, reports: Sequence[FileReport]) -> Iterator[Any]:
         if self._index is None:
             self._index = self._load()
-        rows = self._index.filter(pc.equal(self._index.column("source"), report.source)).to_pylist()
-        for row in rows:
-            bucket, chunks = row[PARTITION_COLUMN], row["chunk_count"]
-            yield TaggedOutput(_CARRY, (bucket, (document_key(row["source"], row["record"], row["doc_id"]), chunks)))
-            summary = [chunks, *(row[name] for name in _SUMMARY_COLUMNS)]
-            yield TaggedOutput(_CARRIED_SUMMARY, (row["doc_id"], {bucket: summary}))
-        if rows:
-            yield TaggedOutput(_INDEX, rows)
-            yield TaggedOutput(_FACTS, Counter({"documents_unchanged": len(rows)}))
-        rejects = self._rejects.get(report.source, [])
-        for reject in rejects:
-            yield TaggedOutput(REJECTS, reject)
-        yield replace(report, records=len(rows) + len(rejects))  # each record a document or a reject, as read
+        carried = []
+        for report in reports:
+            rows = self._index.slice(*self._slices.get(report.source, (0, 0)))
+            columns = (rows.column(name).to_pylist() for name in _CARRIED_COLUMNS)
+            for record, doc_id, bucket, chunks, *summary in zip(*columns, strict=True):
+                yield TaggedOutput(_CARRY, (bucket, (document_key(report.source, record, doc_id), chunks)))
+                yield TaggedOutput(_CARRIED_SUMMARY, (doc_id, {bucket: [chunks, *summary]}))
+            carried.append(rows)
+            rejects = self._rejects.get(report.source, [])
+            for reject in rejects:
+                yield TaggedOutput(REJECTS, reject)
+            yield replace(report, records=rows.num_rows + len(rejects))  # each record a document or a reject
+        index = pa.concat_tables(carried)
+        if index.num_rows:
+            yield TaggedOutput(_FACTS, Counter({"documents_unchanged": index.num_rows}))
+        for start in range(0, index.num_rows, self._max_rows):
+            part = index.slice(start, self._max_rows)
+            yield TaggedOutput(
+                _INDEX, stage_table(self._output, self._run_id, INDEX_DIR, part, REJECT_SUFFIX, self._compression)
+            )
+
+
+def _batches(reports: Sequence[FileReport], max_rows: int) -> list[tuple[FileReport, ...]]:
+    """The reports in batches of at most ``max_rows`` records (or one file): each batch one staged index file."""
+    batches: list[tuple[FileReport, ...]] = []
+    batch: list[FileReport] = []
+    rows = 0
+    for report in reports:
+        if batch and rows + report.records > max_rows:
+            batches.append(tuple(batch))
+            batch, rows = [], 0
+        batch.append(report)
+        rows += report.records
+    return [*batches, tuple(batch)] if batch else batches
 
 
 class _CarryRows(beam.DoFn):
@@ -390,9 +430,11 @@ def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
 
 def _previous_index_rows(url: str, unchanged: frozenset[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The previous index rows to compare, keyed by (source, doc id): not those of the unchanged files."""
-    for row in _read_table(url).to_pylist():
-        if row["source"] not in unchanged:
-            yield id_key(row["source"], row["doc_id"]), row
+    table = _read_table(url)
+    if unchanged:
+        table = table.filter(pc.invert(pc.is_in(table.column("source"), value_set=pa.array(sorted(unchanged)))))
+    for row in table.to_pylist():
+        yield id_key(row["source"], row["doc_id"]), row
 
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
@@ -513,21 +555,21 @@ class ChunkIncrementally(beam.PTransform):
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
         carry, summaries = split[_CARRY], split[_CARRIED_SUMMARY]
-        rejects, reports, kept_index, kept_facts = chunked.rejects, None, None, None
+        rejects, reports, kept_index_files, kept_facts = chunked.rejects, None, None, None
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
             files = (
                 records.pipeline
-                | "UnchangedFiles" >> beam.Create(self._unchanged, reshuffle=False)
+                | "UnchangedFiles" >> beam.Create(_batches(self._unchanged, max_rows), reshuffle=False)
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles"
-                >> beam.ParDo(_CarryFiles(previous.index_files, previous.reject_files)).with_outputs(
+                >> beam.ParDo(_CarryFiles(previous, output, self._run_id, self._settings)).with_outputs(
                     _CARRY, _CARRIED_SUMMARY, _INDEX, _FACTS, REJECTS, main="reports"
                 )
             )
             carry = (carry, files[_CARRY]) | "AllCarried" >> beam.Flatten()
             summaries = (summaries, files[_CARRIED_SUMMARY]) | "AllCarriedSummaries" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
-            reports, kept_index, kept_facts = files.reports, files[_INDEX], files[_FACTS]
+            reports, kept_index_files, kept_facts = files.reports, files[_INDEX], files[_FACTS]
         carried = (
             carry
             | "ByBucket" >> beam.GroupByKey()
@@ -546,13 +588,13 @@ class ChunkIncrementally(beam.PTransform):
             | "ByDocument" >> beam.CoGroupByKey()
             | "Compare" >> beam.FlatMap(_compare).with_outputs(_CHANGES, _FACTS, main="index")
         )
-        index_rows, facts = indexed.index, indexed[_FACTS]
-        if kept_index is not None and kept_facts is not None:  # the unchanged files' rows, as they were
-            index_rows = (index_rows, kept_index) | "AllIndexRows" >> beam.Flatten()
-            facts = (facts, kept_facts) | "AllFacts" >> beam.Flatten()
-        index_files = index_rows | "WriteIndex" >> WriteRows(
+        facts = indexed[_FACTS]
+        index_files = indexed.index | "WriteIndex" >> WriteRows(
             output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
         )
+        if kept_index_files is not None and kept_facts is not None:  # the unchanged files' rows, as they were
+            index_files = (index_files, kept_index_files) | "AllIndexFiles" >> beam.Flatten()
+            facts = (facts, kept_facts) | "AllFacts" >> beam.Flatten()
         facts = facts | "CountChanges" >> beam.CombineGlobally(_sum_counters)
         change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
             indexed[_CHANGES]

@@ -164,7 +164,7 @@ def test_a_chunk_file_of_unchanged_files_only_stays_where_it_is(tmp_path: Path) 
     config.write_text("output:\n  max_rows_per_file: 4\n", encoding="utf-8")
     corpus.mkdir()
     for name in ("p", "q", "r", "s"):
-        _write_jsonl(corpus / f"{name}.jsonl", [(f"{name}{n}", _doc(n)) for n in range(1, 4)])
+        _write_jsonl(corpus / f"{name}.jsonl", [(f"{name}{n}", _doc(n)) for n in range(1, 7 if name == "s" else 4)])
     _age(*corpus.iterdir())
     run(_argv(corpus, output, "--config", str(config)))
 
@@ -194,6 +194,15 @@ def test_a_chunk_file_of_unchanged_files_only_stays_where_it_is(tmp_path: Path) 
     run(_argv(corpus, fresh, "--config", str(config)))
     assert _rows(output) == _rows(fresh)
     assert not (output / "_staging").exists()
+    # the unread files' index rows, carried as they were, in files of at most max_rows_per_file rows
+    index_files = sorted((output / "_index").glob("*.pq"))
+    assert max(pq.read_metadata(path).num_rows for path in index_files) <= 4
+    assert len(index_files) >= 4  # 12 rows of 3 unread files (s.jsonl alone holds 6), 2 rows of the file read
+    assert _sorted_rows(_table(output, "_index")) == _sorted_rows(_table(fresh, "_index"))
+
+
+def _sorted_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted(tuple(map(str, row.values())) for row in rows)
 
 
 def _age(*paths: Path) -> None:
