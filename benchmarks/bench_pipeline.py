@@ -54,8 +54,12 @@ PLAIN_LOOP = Path(__file__).resolve().parent / "plain_loop.py"
 CORPUS_FORMAT = 2  # bump when the corpus layout changes, so stale caches are rebuilt
 REAL_SHARE = 0.5  # of the corpus bytes taken from the Debian docs (repeated), the rest synthetic
 SYNTHETIC_SLICE_BYTES = 4_000_000  # synthetic text generated at a time
-# The issue's targets: throughput over the plain loop's, and peak RSS at 4x over 1x.
-SPEED_TARGETS = {"direct-1": 0.8, "multi-2": 1.4}
+# The issues' targets: throughput over a plain loop's (issue 3: the loop without a write; issue 12: what the job
+# cannot avoid, the loop that also writes the Parquet), and peak RSS at 4x over 1x.
+SPEED_TARGETS = (
+    ("issue 3", "plain", {"direct-1": 0.8, "multi-2": 1.4}),
+    ("issue 12", "plain-parquet", {"direct-1": 0.9, "multi-2": 1.6}),
+)
 MEMORY_TARGET = 1.3
 POLL_SECONDS = 0.05
 MIN_FIT_BYTES = 20_000_000  # a smaller 1x corpus gives no usable fixed-cost / marginal-rate line
@@ -640,15 +644,19 @@ def memory_table(results: Results) -> str:
 def target_lines(results: Results) -> list[str]:
     """Met/MISSED for each of the issue's targets."""
     series = results.large
-    ref = statistics.median(series[REFERENCE].mb_per_s())
     lines = []
-    for key, goal in SPEED_TARGETS.items():
-        if key in series:
-            got = statistics.median(series[key].mb_per_s()) / ref
-            verdict = "met" if got >= goal else "MISSED"
-            lines.append(
-                f"- {series[key].mode.label}: {got:.2f}x the plain loop end to end (target ≥ {goal}x): {verdict}"
-            )
+    for issue, baseline, goals in SPEED_TARGETS:
+        if baseline not in series:
+            continue
+        ref = statistics.median(series[baseline].mb_per_s())
+        for key, goal in goals.items():
+            if key in series:
+                got = statistics.median(series[key].mb_per_s()) / ref
+                verdict = "met" if got >= goal else "MISSED"
+                lines.append(
+                    f"- {issue}: {series[key].mode.label}: {got:.2f}x the {series[baseline].mode.label} end to end"
+                    f" (target ≥ {goal}x): {verdict}"
+                )
     if "direct-1" in results.small and "direct-1" in series:
         got = memory_ratio(results.small["direct-1"], series["direct-1"])
         verdict = "met" if got <= MEMORY_TARGET else "MISSED"
@@ -689,11 +697,11 @@ METHOD = (
     " run, commit): what the targets use. *Inner* leaves start-up out: the plain loop's own timer, and the"
     " pipeline's `_manifest.json` `timings.seconds` (pipeline construction, run and commit)."
     " The plain loop (benchmarks/plain_loop.py) is the pipeline's own per-record code without Beam: `read_file`,"
-    " then `ChunkDocuments`' two DoFns (the same AdaptiveChunker built the same way, the same row dicts); the ratios"
-    " and"
-    ' targets use it *without* a Parquet write (the issue\'s "reads the same files and calls the same chunker");'
-    " the *+ Parquet write* row also writes the rows as zstd Parquet (one file per input file and density bucket),"
-    " for scale. The pipeline runs `python -m pipelines.rechunk --input F... --output DIR --quiet"
+    " then `ChunkDocuments`' two DoFns (the same AdaptiveChunker built the same way, the same row dicts); the"
+    " *+ Parquet write* row also writes the rows as zstd Parquet (one file per input file and density bucket)."
+    ' The ratio columns use the loop without the write (issue 3: "reads the same files and calls the same'
+    ' chunker"); issue 12\'s targets use the loop with it ("what the job cannot avoid").'
+    " The pipeline runs `python -m pipelines.rechunk --input F... --output DIR --quiet"
     " --progress-seconds 0` plus the Beam options in the mode's name: the full job (Parquet, rejects, manifest,"
     " commit), with the repo on PYTHONPATH for the worker processes. Peak RSS: *largest process* is the largest"
     " VmHWM (the kernel's peak-RSS mark since exec) among the process and its descendants; *process tree* is the"
@@ -743,7 +751,7 @@ def report(results: Results, argv: list[str], code: Path) -> str:
             memory_table(results),
             "",
         ]
-    parts += ['## Targets (issue 3, "Speed and memory")', "", *target_lines(results), ""]
+    parts += ["## Targets", "", *target_lines(results), ""]
     return "\n".join(parts)
 
 
