@@ -149,12 +149,13 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         return Previous(
             reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
         )
+    except OSError as err:  # not readable by this user, an I/O error
+        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({_why(err)}){_AGAINST_NOTHING}")
     try:
         manifest = json.loads(data)
         entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest["output"]["files"]}
     except (ValueError, KeyError, TypeError, AttributeError) as err:  # edited by hand, or not zerda's
-        why = bounded(f"{type(err).__name__}: {err}")
-        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
+        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({_why(err)}){_AGAINST_NOTHING}")
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
@@ -181,8 +182,17 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             ),
         )
     by_bucket = {b: tuple(paths) for b, paths in chunk_files.items()}
-    inputs = _stamped_inputs(manifest, _chunker_failed(rejects)) if carry else {}
+    inputs: dict[str, FileReport] = {}
+    if carry:
+        try:
+            inputs = _stamped_inputs(manifest, _chunker_failed(rejects))
+        except (OSError, pa.ArrowException) as err:  # a reject file damaged in place: its size unchanged
+            carry, reason = False, f"full run: a previous reject file is unreadable ({_why(err)})"
     return Previous(carry, reason, index_files, by_bucket, rejects, inputs)
+
+
+def _why(err: BaseException) -> str:
+    return bounded(f"{type(err).__name__}: {err}")
 
 
 def _chunker_failed(reject_files: Iterable[str]) -> set[str]:
@@ -224,8 +234,11 @@ def _rehashed(fs: AbstractFileSystem, path: str, committed: object) -> bool:
     (``_index`` files: a bad sector, a byte edited by hand). An older manifest records none: size alone then."""
     if not isinstance(committed, str):
         return False
-    with fs.open(path, "rb") as f:
-        return sha256_of(f) != committed
+    try:
+        with fs.open(path, "rb") as f:
+            return sha256_of(f) != committed
+    except OSError:  # unreadable now: not the file committed, as far as this run can tell
+        return True
 
 
 def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:

@@ -20,6 +20,7 @@ import duckdb
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 import pipelines.io.read
 from pipelines.incremental import read_previous
@@ -448,6 +449,44 @@ def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(
     assert result["changes"]["reason"].startswith("full run: the previous _manifest.json is unreadable (")
     assert result["changes"]["chunks_removed"] == 0  # listed against nothing, as the reason says
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
+def test_a_previous_reject_file_damaged_in_place_runs_in_full_and_says_why(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A reject file's footer overwritten, its size the same: a full run that says why (it was a traceback at
+    launch, every night); the next run is incremental again."""
+    corpus, previous, fresh = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    victim = output / next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith("_rej"))
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])  # in the footer
+    result = run(_argv(corpus, output, "--incremental"))
+    assert _rows(output) == _rows(fresh)
+    assert _rejects(output) == _rejects(fresh)
+    assert result["changes"]["incremental"] is False
+    assert result["changes"]["reason"].startswith("full run: a previous reject file is unreadable (")
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
+def test_a_previous_manifest_this_user_cannot_read_runs_in_full_and_says_why(
+    edited_after_a_run: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PermissionError opening the manifest (root reads every file, so the error is injected): a full run's
+    reason, not a traceback at launch."""
+    previous = edited_after_a_run[1]
+    real_open = LocalFileSystem._open
+
+    def refuse(self: LocalFileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
+        if path.endswith("_manifest.json"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "_open", refuse)
+    result = read_previous(str(previous), "fingerprint", incremental=True)
+    assert (result.carry, result.index_files) == (False, ())
+    assert result.reason.startswith("full run: the previous _manifest.json is unreadable (PermissionError: ")
 
 
 @pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", None])
