@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import posixpath
+import re
 from collections import Counter
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +90,8 @@ _CARRIED_COLUMNS = ("record", "doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMA
 _CARRY_THREADS = 4
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
+UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :func:`unreadable_carry`)
+_BEAM_STEP = re.compile(r"( \[while running '[^'\n]*'\])+$")  # what Beam adds to a failed step's message
 
 
 def content_hash(text: str) -> str:
@@ -193,6 +196,20 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
 
 def _why(err: BaseException) -> str:
     return bounded(f"{type(err).__name__}: {err}")
+
+
+def unreadable_carry(error: BaseException) -> str | None:
+    """The line naming the previous chunk file an incremental run could not read, if that failed the run (the
+    words reach the launcher from any runner, inside the worker's traceback): a file changed in place, its
+    size the same, or an I/O error. The launcher then runs in full, which reads no previous chunk file
+    (:func:`without_carry`): a scheduled run does not fail every night on one damaged file."""
+    found = re.search(f"{UNREADABLE}: [^\n]*", str(error))
+    return _BEAM_STEP.sub("", found.group(0)) if found else None
+
+
+def without_carry(previous: Previous, why: str) -> Previous:
+    """``previous`` for a full run, for ``why``: its index still lists the changes."""
+    return replace(previous, carry=False, reason=f"full run: {why}", inputs={})
 
 
 def _chunker_failed(reject_files: Iterable[str]) -> set[str]:
@@ -392,12 +409,15 @@ class _CarryRows(beam.DoFn):
         directory = f"{PARTITION_COLUMN}={int(bucket)}"
 
         def carry(url: str) -> StagedFile | None:
-            keep = pc.is_in(document_keys(_read_table(url, ["source", "record", "doc_id"])), value_set=wanted)
-            if not pc.any(keep).as_py():
-                return None
-            if pc.all(keep).as_py():  # a file of carried documents only: kept where it is, not decoded
-                return _keep(directory, url, len(keep))
-            table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
+            try:
+                keep = pc.is_in(document_keys(_read_table(url, ["source", "record", "doc_id"])), value_set=wanted)
+                if not pc.any(keep).as_py():
+                    return None
+                if pc.all(keep).as_py():  # a file of carried documents only: kept where it is, not decoded
+                    return _keep(directory, url, len(keep))
+                table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
+            except (OSError, pa.ArrowException) as err:  # pyarrow's decoding errors are OSErrors too
+                raise RuntimeError(f"{UNREADABLE}: {directory}/{posixpath.basename(url)} ({_why(err)})") from err
             return stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
 
         with ThreadPoolExecutor(_CARRY_THREADS) as pool:  # Parquet reads, filters and writes release the GIL

@@ -42,7 +42,7 @@ import zerda_core
 from pipelines.chunking import ChunkDocuments
 from pipelines.endpoints import check_endpoint, job_failure
 from pipelines.errors import JobError, OutputError, UsageError
-from pipelines.incremental import ChunkIncrementally, Previous, read_previous
+from pipelines.incremental import ChunkIncrementally, Previous, read_previous, unreadable_carry, without_carry
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.read import ReadCorpus
@@ -51,6 +51,7 @@ from pipelines.io.write import (
     CommitOutput,
     WriteChunks,
     WriteRejects,
+    discard_staging,
     hold_output,
     new_run_id,
     prepare_output,
@@ -210,9 +211,21 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 log.info("%d of %d file(s) unchanged since the previous output: not read", unchanged, len(files))
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = datetime.now(timezone.utc)
-        build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
-        with worker_environment(worker_levels):
+
+        def attempt(pipeline: beam.Pipeline, previous: Previous) -> None:
+            build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
             _run_to_the_end(pipeline, runner, options)
+
+        with worker_environment(worker_levels):
+            try:
+                attempt(pipeline, previous)
+            except Exception as error:
+                why = unreadable_carry(error) if previous.carry else None
+                if why is None:
+                    raise
+                log.warning("%s: running again in full, which reads no previous chunk file", why)
+                discard_staging(args.output, run_id)
+                attempt(new_pipeline(options, runner), without_carry(previous, why))
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)

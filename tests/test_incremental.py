@@ -470,6 +470,28 @@ def test_a_previous_reject_file_damaged_in_place_runs_in_full_and_says_why(
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
 
 
+@pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in memory", "2 processes"])
+def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
+    workers: list[str], edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A chunk file's footer overwritten, its size the same (nothing at launch can tell without reading every
+    footer): the carry fails on it, and the launcher runs again in full, which reads no previous chunk file,
+    rather than fail every night. The rows are a full run's; the next run is incremental again."""
+    corpus, previous, fresh = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith("density"))
+    data = (output / victim).read_bytes()
+    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    result = run(_argv(corpus, output, "--incremental", *workers))
+    assert _rows(output) == _rows(fresh)
+    assert result["changes"]["incremental"] is False
+    assert result["changes"]["reason"].startswith(f"full run: a previous chunk file cannot be read: {victim} (")
+    assert result["counts"] == read_manifest(fresh)["counts"]
+    assert not (output / "_staging").exists() or not any((output / "_staging").iterdir())
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
 def test_a_previous_manifest_this_user_cannot_read_runs_in_full_and_says_why(
     edited_after_a_run: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

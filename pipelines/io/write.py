@@ -194,8 +194,14 @@ def hold_output(output: str, run_id: str) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            best_effort(lambda: _remove(fs, f"{staging}/{run_id}", recursive=True), "delete this run's staging")
+            best_effort(lambda: discard_staging(output, run_id), "delete this run's staging")
             raise
+
+
+def discard_staging(output: str, run_id: str) -> None:
+    """Delete what ``run_id`` staged: nothing will commit it (the run failed, or runs again from the start)."""
+    fs, root = _filesystem(output)
+    _remove(fs, f"{root}/{STAGING_DIR}/{run_id}", recursive=True)
 
 
 def _bucket_directory(row: Mapping[str, Any]) -> str:
