@@ -204,31 +204,45 @@ NESTED = {
 }
 
 
-@pytest.mark.parametrize("column", ["id", "text"])
-@pytest.mark.parametrize("kind", list(NESTED))
-def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(column: str, kind: str, tmp_path: Path) -> None:
-    """A nested id is no id (the default ``path/row``, as JSONL does); a nested text is missing_text, per row."""
-    corpus = tmp_path / "c"
+@pytest.fixture(scope="module")
+def nested_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """One run over a Parquet file for each nested kind as the id column and as the text column
+    (``<column>-<kind>.parquet``, three rows each) beside one good JSONL record: (output, records by file)."""
+    root = tmp_path_factory.mktemp("nested")
+    corpus = root / "c"
     corpus.mkdir()
     plain = pa.array([f"{PROSE} row {i}." for i in range(3)])
-    table = pa.table(
-        {"id": NESTED[kind], "text": plain} if column == "id" else {"id": ["a", "b", "c"], "text": NESTED[kind]}
-    )
-    pq.write_table(table, corpus / "n.parquet")
+    for kind, nested in NESTED.items():
+        pq.write_table(pa.table({"id": nested, "text": plain}), corpus / f"id-{kind}.parquet")
+        pq.write_table(pa.table({"id": ["a", "b", "c"], "text": nested}), corpus / f"text-{kind}.parquet")
     (corpus / "good.jsonl").write_text(json.dumps({"id": "good", "text": PROSE}) + "\n", encoding="utf-8")
-    output = tmp_path / "out"
+    output = root / "out"
     code, log = run_cli(["--input", str(corpus), "--output", str(output)])
     assert code == 0, log[-3000:]
-    rejects = sorted((r["record"], r["doc_id"], r["reason"]) for r in read_rejects(output))
+    records = {Path(i["source"]).name: i["records"] for i in read_manifest(output)["inputs"]}
+    return output, records
+
+
+@pytest.mark.parametrize("column", ["id", "text"])
+@pytest.mark.parametrize("kind", list(NESTED))
+def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(
+    column: str, kind: str, nested_run: tuple[Path, dict[str, int]]
+) -> None:
+    """A nested id is no id (the default ``path/row``, as JSONL does); a nested text is missing_text, per row."""
+    output, records = nested_run
+    name = f"{column}-{kind}.parquet"
+    mine = {name, "good.jsonl"}  # this test's file and the good record beside it
+    rejects = sorted(
+        (r["record"], r["doc_id"], r["reason"]) for r in read_rejects(output) if Path(r["source"]).name in mine
+    )
+    chunks = {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist() if Path(c["source"]).name in mine}
     if column == "id":
         assert rejects == []
-        assert {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist()} == {
-            (1, "good"),
-            *((i, f"n.parquet/{i}") for i in (1, 2, 3)),
-        }
+        assert chunks == {(1, "good"), *((i, f"{name}/{i}") for i in (1, 2, 3))}
     else:
         assert rejects == [(1, "a", "missing_text"), (2, "b", "missing_text"), (3, "c", "missing_text")]
-    assert read_manifest(output)["counts"]["records_read"] == 4
+        assert chunks == {(1, "good")}
+    assert (records[name], records["good.jsonl"]) == (3, 1)
 
 
 # --- files that are not regular files -----------------------------------------------------

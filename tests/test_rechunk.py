@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import apache_beam
 import duckdb
 import pyarrow.compute as pc
 import pytest
@@ -280,13 +281,7 @@ def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expec
 def test_the_direct_runner_never_hands_the_job_to_prism(tmp_path: Path) -> None:
     """Beam's DirectRunner runs a pipeline on Prism when it finds the binary in its cache (or downloads it):
     a machine that once ran Beam online has it. zerda's job stays on the FnApiRunner the tests exercise."""
-    beam_version = subprocess.run(
-        [sys.executable, "-c", "import apache_beam; print(apache_beam.__version__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    name, called = f"apache_beam-v{beam_version}-prism-linux-amd64", tmp_path / "prism-was-run"
+    name, called = f"apache_beam-v{apache_beam.__version__}-prism-linux-amd64", tmp_path / "prism-was-run"
     fake = tmp_path / name
     fake.write_text(f'#!/bin/sh\necho "$@" > {called}\nexit 1\n')
     fake.chmod(0o755)
