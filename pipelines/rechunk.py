@@ -284,6 +284,9 @@ def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: Pi
         raise JobError(job_failure(err, runner, options)) from err
 
 
+_POLL_SECONDS = 0.05  # how long the end of the work may wait to be seen: a run pays half of it on average
+
+
 def _interruptible(work: Callable[[], object], local: bool) -> None:
     """Run ``work`` so that Ctrl-C or SIGTERM reaches the launcher only: it kills the workers, then raises
     KeyboardInterrupt (SIGINT) or Terminated (SIGTERM), and the run's staging and lease go with it.
@@ -325,7 +328,7 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
         thread.start()
         received = None
         while thread.is_alive() and received is None:
-            info = signal.sigtimedwait(_STOP_SIGNALS, 0.2)
+            info = signal.sigtimedwait(_STOP_SIGNALS, _POLL_SECONDS)
             received = info.si_signo if info is not None else None
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
