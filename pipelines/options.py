@@ -168,6 +168,8 @@ def parse_arguments(
         raise UsageError(
             f"--job_server_timeout must be a positive number of seconds, got {beam_values.job_server_timeout}"
         )
+    if beam_values.streaming:  # the DirectRunner as zerda runs it would ignore it; the commit is a batch job's
+        raise UsageError("--streaming: zerda is a batch job (it reads a bounded corpus and commits once, at the end)")
     runner = _runner(beam_args)
     beam_parser = _beam_parser()  # again: creating the runner may have registered its own options class
     _, unknown = beam_parser.parse_known_args(beam_args)

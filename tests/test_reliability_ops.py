@@ -120,6 +120,8 @@ def _snapshot(output: Path) -> dict[str, bytes]:
         (["--direct_num_workers", "-1", "--direct_running_mode=multi_threading"], "--direct_num_workers must be"),
         (["--progress-seconds=-1"], "must be a number of seconds >= 0"),
         (["--progress-seconds=inf"], "must be a number of seconds >= 0"),
+        (["--streaming"], "--streaming: zerda is a batch job"),
+        (["--runner=FlinkRunner", "--streaming"], "--streaming: zerda is a batch job"),
     ],
 )
 def test_an_argument_nobody_understands_exits_2_in_one_line_and_touches_nothing(
