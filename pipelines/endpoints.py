@@ -13,6 +13,9 @@ at most :data:`CONNECT_SECONDS` (or ``--job_server_timeout``, when shorter): ref
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -64,7 +67,7 @@ def check_endpoint(runner: PipelineRunner, options: PipelineOptions) -> None:
     where = f"{option} {address}: {host_port[0]}:{host_port[1]}"
     seconds = min(CONNECT_SECONDS, options.view_as(PortableOptions).job_server_timeout or CONNECT_SECONDS)
     try:
-        socket.create_connection(host_port, timeout=seconds).close()
+        _connect(host_port, seconds)
     except OSError as err:
         reason = f"no answer in {seconds:g} s" if isinstance(err, TimeoutError) else err.strerror or str(err)
         raise UsageError(f"{where} cannot be reached ({reason}); {_WHAT_TO_CHECK[option]}") from err
@@ -77,6 +80,41 @@ def check_endpoint(runner: PipelineRunner, options: PipelineOptions) -> None:
                     f"{where} accepts connections but no gRPC server answered in {seconds:g} s; "
                     f"{_WHAT_TO_CHECK[option]}"
                 ) from err
+
+
+def _connect(host_port: tuple[str, int], seconds: float) -> None:
+    """A TCP connection opened and closed, name lookup included, in ``seconds`` at most (TimeoutError):
+    ``socket.create_connection`` bounds the connection only, and a lookup whose DNS server does not answer
+    waits for the resolver's own retries. The lookup runs in a daemon thread, left behind if it is late."""
+    started = time.monotonic()
+    found: list[Any] = []
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(*host_port, type=socket.SOCK_STREAM))
+        except OSError as err:
+            found.append(err)
+
+    thread = threading.Thread(target=lookup, name="zerda-endpoint-lookup", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not found:
+        raise TimeoutError(f"no address for {host_port[0]} in {seconds:g} s")
+    if isinstance(found[0], OSError):
+        raise found[0]
+    error: OSError = OSError(f"no address for {host_port[0]}")
+    for family, kind, proto, _, address in found[0]:  # each in turn, as create_connection does (IPv6, then IPv4)
+        left = seconds - (time.monotonic() - started)
+        if left <= 0:
+            raise TimeoutError(f"no answer from {host_port[0]} in {seconds:g} s")
+        with socket.socket(family, kind, proto) as connection:
+            connection.settimeout(left)
+            try:
+                connection.connect(address)
+                return
+            except OSError as err:
+                error = err
+    raise error
 
 
 def _host_port(address: str, default_port: int | None) -> tuple[str, int] | None:

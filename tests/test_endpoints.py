@@ -11,14 +11,20 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NoReturn
 
 import grpc
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.flink_runner import FlinkRunner
 
+from pipelines.endpoints import check_endpoint
+from pipelines.errors import UsageError
 from pipelines.rechunk import main
 from tests.common import DATA, REPO
 from tests.fault_injection import zerda_fault
@@ -136,3 +142,21 @@ def test_a_job_that_fails_on_its_workers_says_why_in_its_last_line(
     assert last.startswith("zerda: error: PortableRunner: the job failed: Pipeline "), last
     assert "InjectedFault: injected worker failure on document 'english_prose.txt'" in last, last
     assert (output / "_SUCCESS").exists()
+
+
+def test_a_name_lookup_that_does_not_answer_is_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DNS server that does not answer: the launch gives up in the probe's time, not the resolver's (a
+    timeout on the socket does not cover the lookup; the resolver's retries take 20 s here)."""
+    release = threading.Event()
+
+    def no_answer(*args: object, **kwargs: object) -> NoReturn:
+        release.wait(20)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_answer)
+    options = PipelineOptions(["--flink_master=cluster.example:8081", "--job_server_timeout=1"])
+    try:
+        with pytest.raises(UsageError, match=r"cluster\.example:8081 cannot be reached \(no answer in 1 s\)"):
+            check_endpoint(FlinkRunner(), options)
+    finally:
+        release.set()
