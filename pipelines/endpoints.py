@@ -107,13 +107,13 @@ def _connect(host_port: tuple[str, int], seconds: float) -> None:
         left = seconds - (time.monotonic() - started)
         if left <= 0:
             raise TimeoutError(f"no answer from {host_port[0]} in {seconds:g} s")
-        with socket.socket(family, kind, proto) as connection:
-            connection.settimeout(left)
-            try:
+        try:  # a family the kernel lacks (IPv6 turned off) fails at socket(): the next address is tried
+            with socket.socket(family, kind, proto) as connection:
+                connection.settimeout(left)
                 connection.connect(address)
                 return
-            except OSError as err:
-                error = err
+        except OSError as err:
+            error = err
     raise error
 
 

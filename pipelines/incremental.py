@@ -53,6 +53,7 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
+from pipelines.errors import OutputError
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
 from pipelines.io.ownership import staged_as
@@ -146,14 +147,11 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     if not fs.exists(f"{root}/{SUCCESS_FILE}"):
         return Previous(reason="no committed previous output (no _SUCCESS)")
     try:
-        with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
-            data = f.read()
+        data = _read_bytes(fs, f"{root}/{MANIFEST_FILE}")
     except (FileNotFoundError, IsADirectoryError) as err:  # a _SUCCESS without its manifest: deleted by hand
         return Previous(
             reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
         )
-    except OSError as err:  # not readable by this user, an I/O error
-        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({_why(err)}){_AGAINST_NOTHING}")
     try:
         manifest = json.loads(data)
         entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest["output"]["files"]}
@@ -188,14 +186,31 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     inputs: dict[str, FileReport] = {}
     if carry:
         try:
-            inputs = _stamped_inputs(manifest, _chunker_failed(rejects))
-        except (OSError, pa.ArrowException) as err:  # a reject file damaged in place: its size unchanged
-            carry, reason = False, f"full run: a previous reject file is unreadable ({_why(err)})"
+            inputs = _stamped_inputs(manifest, _chunker_failed(fs, rejects))
+        except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
+            carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     return Previous(carry, reason, index_files, by_bucket, rejects, inputs)
 
 
+def _read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
+    """The bytes of a file of the previous output. What the filesystem raises but for a missing file (denied,
+    an I/O error, a store that fails after its retries) is an OutputError: nothing is decided on a file the
+    run could not read, so a run with nothing touched (exit 2) is the answer, and the next one is right."""
+    try:
+        with fs.open(path, "rb") as f:
+            return bytes(f.read())
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except OSError as err:
+        raise _unreadable(path, err) from err
+
+
+def _unreadable(path: str, err: OSError) -> OutputError:
+    return OutputError(f"cannot read the previous output's {posixpath.basename(path)}: {_why(err)}")
+
+
 def _why(err: BaseException) -> str:
-    return bounded(f"{type(err).__name__}: {err}")
+    return bounded(" ".join(f"{type(err).__name__}: {err}".split()))
 
 
 def unreadable_carry(error: BaseException) -> str | None:
@@ -212,12 +227,12 @@ def without_carry(previous: Previous, why: str) -> Previous:
     return replace(previous, carry=False, reason=f"full run: {why}", inputs={})
 
 
-def _chunker_failed(reject_files: Iterable[str]) -> set[str]:
+def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str]) -> set[str]:
     """The sources of the previous ``chunker_error`` rejects: such an error may be the worker's (a MemoryError),
     not the file's, and a full run tries the document again, so its file is read again, not carried."""
     sources: set[str] = set()
     for url in reject_files:
-        table = _read_table(url, ["source", "reason"])
+        table = pq.read_table(pa.BufferReader(_read_bytes(fs, url)), columns=["source", "reason"])
         sources.update(table.filter(pc.equal(table.column("reason"), "chunker_error")).column("source").to_pylist())
     return sources
 
@@ -254,8 +269,10 @@ def _rehashed(fs: AbstractFileSystem, path: str, committed: object) -> bool:
     try:
         with fs.open(path, "rb") as f:
             return sha256_of(f) != committed
-    except OSError:  # unreadable now: not the file committed, as far as this run can tell
-        return True
+    except OSError as err:  # gone since the listing: missing; else denied, an I/O error: see _read_bytes
+        if isinstance(err, FileNotFoundError):
+            return True
+        raise _unreadable(path, err) from err
 
 
 def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:
@@ -550,7 +567,9 @@ class IncrementalChunks(NamedTuple):
     rejects: beam.PCollection  # of the chunked documents and of the files not read
     reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
     summaries: beam.PCollection  # of every document, carried ones included
-    index_files: beam.PCollection
+    # StagedFiles of the index: of the documents read, and of the files not read. Kept apart for the commit to
+    # flatten: Beam 2.62's Flink job server fails on a Flatten feeding a Flatten (see EmptyFileIfNone).
+    index_files: tuple[beam.PCollection, ...]
     change_files: beam.PCollection
     facts: beam.PCollection  # one Counter of the change counts, for :meth:`ChunkIncrementally.annotate`
 
@@ -622,11 +641,12 @@ class ChunkIncrementally(beam.PTransform):
             | "Compare" >> beam.FlatMap(_compare).with_outputs(_CHANGES, _FACTS, main="index")
         )
         facts = indexed[_FACTS]
-        index_files = indexed.index | "WriteIndex" >> WriteRows(
-            output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows
+        index_files: tuple[beam.PCollection, ...] = (
+            indexed.index
+            | "WriteIndex" >> WriteRows(output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows),
         )
         if kept_index_files is not None and kept_facts is not None:  # the unchanged files' rows, as they were
-            index_files = (index_files, kept_index_files) | "AllIndexFiles" >> beam.Flatten()
+            index_files += (kept_index_files,)
             facts = (facts, kept_facts) | "AllFacts" >> beam.Flatten()
         facts = facts | "CountChanges" >> beam.CombineGlobally(_sum_counters)
         change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works

@@ -45,6 +45,7 @@ from pipelines.errors import JobError, OutputError, UsageError
 from pipelines.incremental import ChunkIncrementally, Previous, read_previous, unreadable_carry, without_carry
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
+from pipelines.io.lease import best_effort
 from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
     MANIFEST_FILE,
@@ -183,7 +184,7 @@ def build_pipeline(
     )
     manifest = incremental.annotate(manifest, chunked.facts)
     staged = {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest}
-    staged |= {"index": chunked.index_files, "changes": chunked.change_files}
+    staged |= {f"index{n}": files for n, files in enumerate(chunked.index_files)} | {"changes": chunked.change_files}
     return staged | "Commit" >> commit
 
 
@@ -224,7 +225,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 if why is None:
                     raise
                 log.warning("%s: running again in full, which reads no previous chunk file", why)
-                discard_staging(args.output, run_id)
+                best_effort(lambda: discard_staging(args.output, run_id), "delete the failed attempt's staging")
                 attempt(new_pipeline(options, runner), without_carry(previous, why))
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)

@@ -23,6 +23,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import pipelines.io.read
+from pipelines.errors import OutputError
 from pipelines.incremental import read_previous
 from pipelines.rechunk import run
 from tests.common import MULTI_PROCESS, REPO
@@ -466,7 +467,7 @@ def test_a_previous_reject_file_damaged_in_place_runs_in_full_and_says_why(
     assert _rows(output) == _rows(fresh)
     assert _rejects(output) == _rejects(fresh)
     assert result["changes"]["incremental"] is False
-    assert result["changes"]["reason"].startswith("full run: a previous reject file is unreadable (")
+    assert result["changes"]["reason"].startswith("full run: a previous reject file does not decode (")
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
 
 
@@ -492,23 +493,37 @@ def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
 
 
-def test_a_previous_manifest_this_user_cannot_read_runs_in_full_and_says_why(
-    edited_after_a_run: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("victim", "error"),
+    [
+        ("_manifest.json", PermissionError(13, "Permission denied")),
+        ("_manifest.json", OSError(5, "Input/output error")),
+        ("_index/", OSError(5, "Input/output error")),
+        ("_rejects/", TimeoutError("read timed out")),
+    ],
+)
+def test_a_previous_file_the_run_cannot_read_exits_2_naming_it(
+    victim: str, error: OSError, edited_after_a_run: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """PermissionError opening the manifest (root reads every file, so the error is injected): a full run's
-    reason, not a traceback at launch."""
+    """Denied, an I/O error, a store that fails after its retries, reading the previous output at launch (root
+    reads every file, so the error is injected): an OutputError naming the file (exit 2, nothing touched; the
+    next run is right), in any mode. Not a traceback; and not a full run that would list changes against no
+    index (every chunk added, none removed: a vector store would keep the removed ones)."""
     previous = edited_after_a_run[1]
+    fingerprint = read_manifest(previous)["fingerprint"]  # the same settings: an incremental run reads the rejects
     real_open = LocalFileSystem._open
 
-    def refuse(self: LocalFileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
-        if path.endswith("_manifest.json"):
-            raise PermissionError(13, "Permission denied", path)
+    def fail(self: LocalFileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
+        if victim in path:
+            raise error
         return real_open(self, path, *args, **kwargs)
 
-    monkeypatch.setattr(LocalFileSystem, "_open", refuse)
-    result = read_previous(str(previous), "fingerprint", incremental=True)
-    assert (result.carry, result.index_files) == (False, ())
-    assert result.reason.startswith("full run: the previous _manifest.json is unreadable (PermissionError: ")
+    monkeypatch.setattr(LocalFileSystem, "_open", fail)
+    for incremental in (True, False):
+        with pytest.raises(OutputError, match=rf"cannot read the previous output's \S+: {type(error).__name__}: "):
+            read_previous(str(previous), fingerprint, incremental=incremental)
+        if victim == "_rejects/":
+            break  # read for an incremental run only
 
 
 @pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", None])
