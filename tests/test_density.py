@@ -16,7 +16,7 @@ from tests.debian_texts import LICENSES, PYTHON_LIB, handbook_pairs, mixed_corpu
 from zerda_core.chunks import charclasses
 from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density, _long_arabic_words
 from zerda_core.chunks.charclasses import CODE_PUNCTUATION, code_points
-from zerda_core.chunks.language import _LATIN_LETTERS, detect_language, latin_letters
+from zerda_core.chunks.language import _LATIN_LETTERS, detect_language
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\n", "😀😀😀", "٣٤٥ ١٢", "\x00\x01"])
@@ -187,15 +187,6 @@ def test_lowercasing_words_together_lowercases_each_alone() -> None:
     assert not [c for c in EVERY_CHARACTER if c.isspace() != any(map(str.isspace, c.lower()))]
     spaces = [c for c in EVERY_CHARACTER if c.isspace()]
     assert [(space + "AΣ" + space + "Σ" + space).lower().split() for space in spaces] == [["aς", "σ"]] * len(spaces)
-
-
-LATIN_EDGES = ["a", "Z", "@", "[", "\u00bf", "\u00c0", "\u00d7", "\u00ff", "\u0100", "\u023f", "\u0240", "\u024f"]
-LATIN_EDGES += ["\u0250", "\u0620", "\u064a", "\ud800", "\U0001d518", " "]
-
-
-@given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(LATIN_EDGES), max_size=60).map("".join)))
-def test_latin_letters_counted_on_bytes_match_the_pattern(text: str) -> None:
-    assert latin_letters(text) == sum(map(len, _LATIN_LETTERS.findall(text)))
 
 
 def _repeated_documents() -> list[tuple[str, str]]:
