@@ -32,7 +32,7 @@ from zerda_core.chunks.charclasses import (
 )
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
-from zerda_core.chunks.sentences import SentenceEnds, drop_inside
+from zerda_core.chunks.sentences import SentenceEnds, drop_inside, merge_sorted
 from zerda_core.chunks.structure import Structure, find_structure
 from zerda_core.chunks.tokens import CHARACTERS, CharacterMeasure
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
@@ -374,7 +374,7 @@ def _keep_fences_whole(
     whole = [(a, b) for a, b in structure.fences if measure.size(a, b) <= targets[sizing.block_at(a)]]
     if structure.breaks or whole:
         ends.restructure(structure.breaks, whole)
-    return drop_inside(sorted({*ends.paragraph_ends, *structure.breaks}), whole)
+    return drop_inside(merge_sorted(ends.paragraph_ends, structure.breaks), whole)
 
 
 SECTION_BLOCK_MIN = 500
