@@ -7,6 +7,7 @@ from setuptools import find_namespace_packages, setup
 CORE = [
     "apache-beam>=2.77,<3",
     "pyarrow>=15",
+    "numpy>=1.24",  # the chunker classifies characters in arrays (apache-beam needs numpy too)
     "fsspec>=2024.2",
     "smart-open[zst]>=7",
     "pyyaml>=6",

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.common import DATA
 from tests.debian_texts import LICENSES, PYTHON_LIB, handbook_pairs, mixed_corpus, require
-from zerda_core.chunks.adaptive_chunker import (
-    _ARABIC_LONG_WORD,
-    CODE_PUNCTUATION,
-    TECHNICAL_WORDS,
-    _estimate_density,
-)
-from zerda_core.chunks.language import _LATIN_LETTERS, detect_language, latin_letters
+from zerda_core.chunks import charclasses
+from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density, _long_arabic_words
+from zerda_core.chunks.charclasses import CODE_PUNCTUATION, code_points
+from zerda_core.chunks.language import _LATIN_LETTERS, detect_language
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\n", "😀😀😀", "٣٤٥ ١٢", "\x00\x01"])
@@ -63,7 +62,7 @@ def test_arabic_diacritics_do_not_count_as_letters() -> None:
 @given(st.text(alphabet="كتبمرسلاو\u064b\u064e\u0650\u0651\u0652 ،.\n", max_size=80))
 def test_long_arabic_words_are_counted_as_if_diacritics_were_removed(text: str) -> None:
     without_marks = re.sub("[\u064b-\u0652]", "", text)
-    assert len(_ARABIC_LONG_WORD.findall(text)) == len(re.findall("[\u0620-\u064a]{7,}", without_marks))
+    assert _long_arabic_words(code_points(text)[1]) == len(re.findall("[\u0620-\u064a]{7,}", without_marks))
 
 
 def test_code_is_denser_than_narrative_on_shipped_texts() -> None:
@@ -161,13 +160,33 @@ def test_density_follows_the_documented_formula(text: str) -> None:
     assert _estimate_density(text) == pytest.approx(reference_density(text), abs=1e-12)
 
 
-LATIN_EDGES = ["a", "Z", "@", "[", "\u00bf", "\u00c0", "\u00d7", "\u00ff", "\u0100", "\u023f", "\u0240", "\u024f"]
-LATIN_EDGES += ["\u0250", "\u0620", "\u064a", "\ud800", "\U0001d518", " "]
+EVERY_CHARACTER = "".join(map(chr, range(sys.maxunicode + 1)))
+CLASSES = {
+    "SPACE": str.isspace,
+    "CODE_MARK": CODE_PUNCTUATION.__contains__,
+    "ARABIC_LETTER": re.compile("[\u0620-\u064a]").fullmatch,
+    "ARABIC_DIACRITIC": re.compile("[\u064b-\u0652]").fullmatch,
+    "ARABIC_SCRIPT": re.compile("[\u0620-\u064a\u0671-\u06d3\u06fa-\u06fc\u0750-\u077f]").fullmatch,
+    "LATIN": _LATIN_LETTERS.fullmatch,
+}
 
 
-@given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(LATIN_EDGES), max_size=60).map("".join)))
-def test_latin_letters_counted_on_bytes_match_the_pattern(text: str) -> None:
-    assert latin_letters(text) == sum(map(len, _LATIN_LETTERS.findall(text)))
+@pytest.mark.parametrize("name", CLASSES)
+def test_each_character_class_holds_exactly_its_characters(name: str) -> None:
+    """Over every code point (lone surrogates too), and ASCII text (classified by bytes.translate) alike."""
+    bit = getattr(charclasses, name)
+    expected = [i for i, char in enumerate(EVERY_CHARACTER) if CLASSES[name](char)]
+    assert np.flatnonzero(code_points(EVERY_CHARACTER)[1] & bit).tolist() == expected
+    ascii_text = EVERY_CHARACTER[:128]
+    assert np.flatnonzero(code_points(ascii_text)[1] & bit).tolist() == [i for i in expected if i < 128]
+
+
+def test_lowercasing_words_together_lowercases_each_alone() -> None:
+    """The density's vocabulary lowercases a block of words as one string: no character lowercases to or from
+    a space, and no space is cased or skipped by the final-sigma rule ("AΣ" alone ends in "ς", "Σ" alone is "σ")."""
+    assert not [c for c in EVERY_CHARACTER if c.isspace() != any(map(str.isspace, c.lower()))]
+    spaces = [c for c in EVERY_CHARACTER if c.isspace()]
+    assert [(space + "AΣ" + space + "Σ" + space).lower().split() for space in spaces] == [["aς", "σ"]] * len(spaces)
 
 
 def _repeated_documents() -> list[tuple[str, str]]:

@@ -113,10 +113,12 @@ def test_a_fifo_or_an_oversized_file_as_tokenizer_fails_at_once(
 
 
 def test_without_the_tokenizers_package_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the file's path first: finding it imports wordllama, which imports tokenizers (unless an earlier test did)
+    path = str(tokenizer_path(LLAMA_TOKENIZER))
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # an import of it now fails, as when it is not installed
     _load.cache_clear()
     with pytest.raises(ValueError, match=r"needs the tokenizers package: pip install 'zerda\[tokens\]'"):
-        ChunkConfig(size_unit="tokens", tokenizer=LLAMA_TOKENIZER)
+        ChunkConfig(size_unit="tokens", tokenizer=path)
     _load.cache_clear()
 
 

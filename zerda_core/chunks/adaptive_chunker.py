@@ -14,13 +14,25 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
-from collections import Counter
-from itertools import compress, filterfalse
+
+import numpy as np
+import numpy.typing as npt
 
 from zerda_core.chunks.base import BaseChunker
+from zerda_core.chunks.charclasses import (
+    ARABIC_DIACRITIC,
+    ARABIC_LETTER,
+    CODE_MARK,
+    SPACE,
+    Classes,
+    Codes,
+    Offsets,
+    code_points,
+    runs,
+)
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
-from zerda_core.chunks.sentences import SentenceEnds, drop_inside
+from zerda_core.chunks.sentences import SentenceEnds, drop_inside, merge_sorted
 from zerda_core.chunks.structure import Structure, find_structure
 from zerda_core.chunks.tokens import CHARACTERS, CharacterMeasure
 from zerda_core.chunks.types import ChunkMetadata, ChunkType, DocumentChunk
@@ -37,14 +49,9 @@ TECHNICAL_WORDS = frozenset(
     خوارزمية خوارزميات معادلة معادلات مصفوفة دالة برمجة استعلام
     """.split()
 )
-CODE_PUNCTUATION = "{}<>[]()="
-_CODE_PUNCTUATION_BYTES = CODE_PUNCTUATION.encode("ascii")
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
-# 7+ Arabic letters; diacritics (U+064B-U+0652) between them are skipped, not counted as letters
-_ARABIC_LONG_WORD = re.compile(r"[\u0620-\u064A](?:[\u064B-\u0652]*[\u0620-\u064A]){6,}")
-_SEVEN_OR_MORE = (6).__lt__
-_ARABIC_LINE = re.compile(r"^[^\n\u0620-\u064A]*[\u0620-\u064A][^\n]*", re.MULTILINE)
+ARABIC_LONG_WORD = 7  # letters
 _WINDOW = 1 << 20
 VOCABULARY_WINDOW = 50
 VOCABULARY_BLOCKS = 32
@@ -53,7 +60,6 @@ WORD_LENGTH_BASELINE = 4.5
 ARABIC_WORD_LENGTH_BASELINE = 4.1
 WORD_LENGTH_SPAN = 3.0
 LONG_LATIN_WORD = 8
-_LONG_LATIN = (LONG_LATIN_WORD - 1).__lt__
 LONG_WORDS_FULL = 0.5
 
 
@@ -89,35 +95,13 @@ def _estimate_density(text: str) -> float:
       frequent in English as 7-letter words in Arabic, on the handbook's parallel pages:
       23% and 21% of words).
     The text is scanned in 1 MiB windows, so memory stays bounded on huge documents (each
-    window gives its own vocabulary blocks).
+    window gives its own vocabulary blocks). Each window is classified character by character in
+    numpy (:mod:`zerda_core.chunks.charclasses`): Arabic costs what ASCII costs.
     """
     if not text:
         return 0.0
-    tech_hits = words = word_chars = long_words = arabic_words = distinct = block_words = 0
-    for window in whitespace_windows(text, _WINDOW)[0]:
-        tokens = window.split()
-        counts = Counter(tokens)
-        tech_hits += sum(counts[word] for word in TECHNICAL_WORDS.intersection(counts))
-        # every code punctuation mark is one ASCII byte, and UTF-8 never puts an ASCII byte inside another
-        # character: deleting them from the bytes and comparing lengths counts them in one fast pass
-        data = window.encode("utf-8", "surrogatepass")
-        tech_hits += len(data) - len(data.translate(None, _CODE_PUNCTUATION_BYTES))
-        tech_hits += len(_DECIMAL.findall(window)) + len(_COMPLEXITY.findall(window))
-        # long tokens counted once per distinct token, weighted by how often it occurs
-        long_words += sum(compress(counts.values(), map(_LONG_LATIN, map(len, counts))))
-        if b"\xd8" in data or b"\xd9" in data:  # UTF-8 lead bytes of U+0600-U+067F, where Arabic letters live
-            # the distinct non-ASCII words, one a line: one regex pass picks the Arabic ones
-            arabic = _ARABIC_LINE.findall("\n".join(filterfalse(str.isascii, counts)))
-            arabic_words += sum(map(counts.__getitem__, arabic))
-            long_words -= sum(map(counts.__getitem__, compress(arabic, map(_LONG_LATIN, map(len, arabic)))))
-            # only tokens of 7+ characters can hold 7 letters: the slow letter-by-letter scan skips the rest
-            long_tokens = " ".join(compress(tokens, map(_SEVEN_OR_MORE, map(len, tokens))))
-            long_words += len(_ARABIC_LONG_WORD.findall(long_tokens))
-        words += len(tokens)
-        word_chars += len("".join(tokens))
-        for block in _vocabulary_blocks(tokens):
-            distinct += len(set(map(str.lower, block)))
-            block_words += len(block)
+    sums = [_window_counts(window) for window in whitespace_windows(text, _WINDOW)[0]]
+    words, word_chars, tech_hits, long_words, arabic_words, distinct, block_words = map(sum, zip(*sums, strict=True))
     if words == 0:
         return 0.0
     vocab_ratio = distinct / block_words
@@ -132,14 +116,103 @@ def _estimate_density(text: str) -> float:
     return min(max(density, 0.0), 1.0)
 
 
-def _vocabulary_blocks(tokens: list[str]) -> list[list[str]]:
-    """Up to ``VOCABULARY_BLOCKS`` blocks of ``VOCABULARY_WINDOW`` words, spread evenly; all words when fewer."""
-    n, size = len(tokens), VOCABULARY_WINDOW
-    count = min(VOCABULARY_BLOCKS, n // size)
+def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
+    """What ``_estimate_density`` sums over windows: words, their characters, technical hits, long words,
+    Arabic words, and distinct words and words of the vocabulary blocks.
+
+    The words are the runs of non-space characters, as ``str.split()`` cuts them.
+    """
+    codes, classes = code_points(window)
+    starts, ends = runs((classes & SPACE) == 0)
+    if len(starts) == 0:
+        return 0, 0, 0, 0, 0, 0, 0
+    lengths = ends - starts
+    letters = (classes & ARABIC_LETTER) != 0
+    arabic_words = long_words = 0
+    if letters.any():
+        letters_before = np.zeros(len(letters) + 1, np.int32)
+        np.cumsum(letters, out=letters_before[1:])
+        arabic = letters_before[ends] > letters_before[starts]
+        arabic_words = int(np.count_nonzero(arabic))
+        lengths = lengths[~arabic]
+        long_words = _long_arabic_words(classes)
+    long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
+    tech_hits = (
+        _technical_words(window, codes, starts, ends)
+        + int(np.count_nonzero(classes & CODE_MARK))
+        + len(_DECIMAL.findall(window))
+        + len(_COMPLEXITY.findall(window))
+    )
+    distinct, block_words = _vocabulary(window, starts, ends)
+    return len(starts), int((ends - starts).sum()), tech_hits, long_words, arabic_words, distinct, block_words
+
+
+def _long_arabic_words(classes: Classes) -> int:
+    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped: runs once they are dropped."""
+    letters = (classes[(classes & ARABIC_DIACRITIC) == 0] & ARABIC_LETTER) != 0
+    starts, ends = runs(letters)
+    return int(np.count_nonzero(ends - starts >= ARABIC_LONG_WORD))
+
+
+def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint64]:
+    """A slot in ``_TECHNICAL_SLOTS`` per token, from its first and last code points and its length.
+
+    Equal tokens share a slot, so a token whose slot no technical word has is not one.
+    """
+    mixed = codes[starts] * _MIX[0] + codes[ends - 1] * _MIX[1] + (ends - starts).astype(np.uint64) * _MIX[2]
+    return mixed >> np.uint64(64 - _SLOT_BITS)
+
+
+# odd constants whose (wrapping) products spread every input bit over the top bits
+_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], np.uint64)
+_SLOT_BITS = 16
+
+
+def _technical_slots() -> npt.NDArray[np.bool_]:
+    """The slots (``_token_slots``) of the technical words."""
+    codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
+    slots = np.zeros(1 << _SLOT_BITS, np.bool_)
+    slots[_token_slots(codes, *runs((classes & SPACE) == 0))] = True
+    return slots
+
+
+_TECHNICAL_SLOTS = _technical_slots()
+
+
+def _technical_words(window: str, codes: Codes, starts: Offsets, ends: Offsets) -> int:
+    """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
+    compared, so most tokens are never built or hashed as strings."""
+    found = np.flatnonzero(_TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)))
+    spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
+    return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
+
+
+def _vocabulary(window: str, starts: Offsets, ends: Offsets) -> tuple[int, int]:
+    """Distinct lowercased words and words, summed over the vocabulary blocks of the tokens ``[starts, ends)``.
+
+    A block is lowercased as one slice of the window: whitespace has no case, so the words are those of
+    lowercasing each token alone (tests/test_density.py checks it for every space character).
+    """
+    n = len(starts)
+    firsts = _vocabulary_block_starts(n)
+    lasts = [min(first + VOCABULARY_WINDOW, n) - 1 for first in firsts]
+    distinct = words = 0
+    for start, end in zip(starts[firsts].tolist(), ends[lasts].tolist(), strict=True):
+        block = window[start:end].lower().split()
+        distinct += len(set(block))
+        words += len(block)
+    return distinct, words
+
+
+def _vocabulary_block_starts(n: int) -> list[int]:
+    """The first words of up to ``VOCABULARY_BLOCKS`` blocks of ``VOCABULARY_WINDOW`` words among ``n``, spread evenly.
+
+    One block, of all the words, when there are fewer than two blocks' worth.
+    """
+    count = min(VOCABULARY_BLOCKS, n // VOCABULARY_WINDOW)
     if count <= 1:
-        return [tokens[:size]] if count else [tokens]
-    starts = [k * (n - size) // (count - 1) for k in range(count)]
-    return [tokens[start : start + size] for start in starts]
+        return [0]
+    return [k * (n - VOCABULARY_WINDOW) // (count - 1) for k in range(count)]
 
 
 class AdaptiveChunker(BaseChunker):
@@ -301,7 +374,7 @@ def _keep_fences_whole(
     whole = [(a, b) for a, b in structure.fences if measure.size(a, b) <= targets[sizing.block_at(a)]]
     if structure.breaks or whole:
         ends.restructure(structure.breaks, whole)
-    return drop_inside(sorted({*ends.paragraph_ends, *structure.breaks}), whole)
+    return drop_inside(merge_sorted(ends.paragraph_ends, structure.breaks), whole)
 
 
 SECTION_BLOCK_MIN = 500

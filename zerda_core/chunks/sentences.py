@@ -23,9 +23,10 @@ _LATIN_END = rf"[{_MARKS}]*{_CLOSER_RUN}(?=\s|\Z)(?!\s*[a-z])"  # not before "fi
 _ARABIC_END = rf"[.!?؟۔…]*{_CLOSER_RUN}"  # ends even when glued to the next word
 # One pattern per leading mark, not one character set: the regex engine scans for a literal first
 # character several times faster. A run such as "?!" is found from each of its marks, with one end.
+# A mark missing from a text costs one `in` test, not a scan (most documents lack most marks).
 _DOT_END = re.compile(r"\." + _LATIN_END)
-_ASCII_ENDS = [re.compile(re.escape(mark) + _LATIN_END) for mark in "!?"]
-_NON_ASCII_ENDS = [re.compile("…" + _LATIN_END), *(re.compile(mark + _ARABIC_END) for mark in "؟۔")]
+_MARK_ENDS = {mark: re.compile(re.escape(mark) + _LATIN_END) for mark in "!?…"}
+_MARK_ENDS.update({mark: re.compile(mark + _ARABIC_END) for mark in "؟۔"})
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _SPACE_BEFORE_LF = re.compile(r"\n(?<=[^\S\n]\n)")
@@ -68,8 +69,9 @@ class SentenceEnds:
     def __init__(self, text: str) -> None:
         self.text = text
         ends = [m.end() for m in _DOT_END.finditer(text)]
-        for pattern in _ASCII_ENDS if text.isascii() else _ASCII_ENDS + _NON_ASCII_ENDS:
-            ends.extend([m.end() for m in pattern.finditer(text)])
+        for mark, pattern in _MARK_ENDS.items():
+            if mark in text:
+                ends.extend([m.end() for m in pattern.finditer(text)])
         if "\r" in text:
             blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
         else:
@@ -88,7 +90,7 @@ class SentenceEnds:
 
         A chunker makes a heading start a sentence and a fenced code block one sentence this way.
         """
-        self.ends = drop_inside(sorted({*self.ends, *extra}), keep_whole)
+        self.ends = drop_inside(merge_sorted(self.ends, extra), keep_whole)
 
     def first_after(self, position: int) -> int:
         """The first end after ``position``; ``position`` must lie before the text's last visible character."""
@@ -125,6 +127,11 @@ class SentenceEnds:
             or end == self.last
             or _BLANK_LINE_AFTER.match(text, end) is not None
         )
+
+
+def merge_sorted(first: list[int], second: list[int]) -> list[int]:
+    """The union of two sorted lists, sorted: sorting two sorted runs is a linear merge (a set would shuffle them)."""
+    return list(dict.fromkeys(sorted(first + second)))
 
 
 def drop_inside(positions: list[int], spans: list[tuple[int, int]]) -> list[int]:
