@@ -9,7 +9,10 @@ without a lost or doubled chunk; a job that cannot finish leaves no ``_SUCCESS``
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 from apache_beam.runners.portability.flink_runner import FlinkRunner
 
+from pipelines.io.expand import sample_corpus_glob
 from pipelines.rechunk import run
 from tests.flink_cluster import FlinkCluster, flink  # noqa: F401
 from tests.test_portable import assert_same_output, corpus, dataset, direct, run_to  # noqa: F401
@@ -65,6 +69,31 @@ def test_mixed_corpus_on_flink_equals_the_direct_runner(
     output = tmp_path / "out"
     manifest = run_to(output, corpus, *flink.beam_args())
     assert_same_output(output, manifest, direct)
+
+
+def test_incremental_run_on_flink_carries_the_unchanged_files_and_equals_a_full_run(
+    flink: FlinkCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The sample corpus on Flink, then one file edited and ``--incremental`` on Flink: the other files are not
+    read (their rows and index rows carried by the cluster's workers), and the rows are a full run's."""
+    sample = tmp_path / "corpus"
+    shutil.copytree(sample_corpus_glob(), sample)
+    settled = time.time() - 60  # modified a minute ago: an incremental run may skip them
+    for path in sample.rglob("*"):
+        os.utime(path, (settled, settled))
+    output = tmp_path / "flink"
+    first = run(["--input", str(sample), "--output", str(output), "--quiet", *flink.beam_args()])
+    edited = sample / "en" / "fennec_fox.md"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n\nA paragraph added since the first run.\n", "utf-8")
+    os.utime(edited, (settled, settled))
+    again = run(["--input", str(sample), "--output", str(output), "--quiet", "--incremental", *flink.beam_args()])
+    fresh = run(["--input", str(sample), "--output", str(tmp_path / "direct"), "--quiet", "--runner=DirectRunner"])
+    assert again["changes"]["incremental"] is True
+    assert again["changes"]["files_unchanged"] == len(first["inputs"]) - 1
+    assert again["changes"]["documents_changed"] == 1
+    assert again["counts"] == fresh["counts"]
+    assert dataset(output) == dataset(tmp_path / "direct")
 
 
 def test_taskmanager_killed_mid_job_is_recovered_exactly_once(
