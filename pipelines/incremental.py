@@ -567,8 +567,8 @@ class IncrementalChunks(NamedTuple):
     rejects: beam.PCollection  # of the chunked documents and of the files not read
     reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
     summaries: beam.PCollection  # of every document, carried ones included
-    # StagedFiles of the index: of the documents read, and of the files not read. Kept apart for the commit to
-    # flatten: Beam 2.62's Flink job server fails on a Flatten feeding a Flatten (see EmptyFileIfNone).
+    # StagedFiles of the index: of the documents read, and of the files not read; the commit flattens them with
+    # its other inputs (one Flatten, not one feeding another: see EmptyFileIfNone).
     index_files: tuple[beam.PCollection, ...]
     change_files: beam.PCollection
     facts: beam.PCollection  # one Counter of the change counts, for :meth:`ChunkIncrementally.annotate`
