@@ -9,6 +9,7 @@ the run would fail.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -667,3 +668,16 @@ def test_two_files_redacted_to_one_source_are_read(tmp_path: Path) -> None:
     assert manifest["changes"]["files_unchanged"] == 0
     assert _rows(output) == _rows(fresh)
     assert manifest["counts"] == full["counts"]
+
+
+def test_chunk_ids_packed_for_the_shuffle_come_back_as_they_were() -> None:
+    """Chunk ids travel to the comparison as 16-byte digests; ids of another form (an index edited by hand)
+    travel as they are. Either way the comparison sees the same list."""
+    from pipelines.incremental import _packed, _unpacked
+
+    ids = [hashlib.blake2b(str(n).encode(), digest_size=16).hexdigest() for n in range(5)]
+    packed = _packed(ids)
+    assert isinstance(packed, bytes) and len(packed) == 16 * len(ids)
+    assert _unpacked({"chunk_ids": packed, "record": 3}) == {"chunk_ids": ids, "record": 3}
+    for odd in (["not-a-digest", ids[0]], [ids[0].upper()], []):
+        assert _unpacked({"chunk_ids": _packed(odd)})["chunk_ids"] == odd
