@@ -29,11 +29,9 @@ run: install  ## chunk the bundled sample corpus into ./out/chunks
 # `make test`: the tests outside the Flink cluster on TEST_WORKERS pytest-xdist workers (each worker has
 # its own moto server and fixtures; idle workers steal queued tests), then the Flink tests alone and serially.
 # 3 workers on the 2-core test machine: several tests wait (S3 back-off, signals, worker processes
-# starting), and a third worker fills those waits. Whole non-Flink suite on a quiet machine, 2026-12-04:
-# -n 3 227 and 229 s wall (425 CPU-s), -n 2 258 s (405 CPU-s). After the tests shared their finished outputs
-# and nested-Parquet run (same day, under another job's benchmarks, load average 3.4-4.7): -n 3 330 s wall,
-# 452 CPU-s, against 434 s and 530 CPU-s just before under a like load (4.2). (On two modules alone,
-# under another job's load, -n 3 had been slower: each worker sets up every module fixture it meets again.)
+# starting), and a third worker fills those waits. Whole non-Flink suite on a quiet machine, 2026-12-04,
+# in a clean clone (.ci/run): -n 3 203 s wall (that morning, before the tests shared their finished outputs
+# and exits got cheaper: -n 3 227-229 s, 425 CPU-s; -n 2 258 s, 405 CPU-s).
 TEST_WORKERS ?= 3
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q -m "not flink" -n $(TEST_WORKERS) --dist worksteal
