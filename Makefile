@@ -9,10 +9,8 @@ BIN := $(VENV)/bin
 # lint and example extras on top. Each step leaves a marker, remade when setup.py changes.
 install: $(VENV)/.installed
 
-# uv installs the same versions as pip (checked: the same 124 packages) in a fraction of the time: from warm
-# caches on 2026-12-04, zerda and its core 6 s against pip's 21 s, the test extras 13 s against 51 s.
-# --compile-bytecode as pip does: without .pyc files (and with PYTHONDONTWRITEBYTECODE set, as on this
-# machine) every process compiles Beam again, and the non-Flink tests took 371 s instead of 197-203 s.
+# uv installs the same versions as pip in a fraction of the time. --compile-bytecode as pip does: without
+# .pyc files (and with PYTHONDONTWRITEBYTECODE set) every process would compile Beam again.
 UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
 
 $(VENV)/.installed: setup.py
@@ -32,14 +30,13 @@ $(VENV)/.bench-installed: $(VENV)/.test-installed
 run: install  ## chunk the bundled sample corpus into ./out/chunks
 	$(BIN)/zerda-rechunk
 
-# `make test`: the tests outside the Flink cluster on TEST_WORKERS pytest-xdist workers (each worker has
-# its own moto server and fixtures; idle workers steal queued tests), then the Flink tests alone and serially.
-# 3 workers on the 2-core test machine: several tests wait (S3 back-off, signals, worker processes
-# starting), and a third worker fills those waits. Whole non-Flink suite on a quiet machine, 2026-12-04,
-# in a clean clone (.ci/run): -n 3 203 s wall (that morning, before the tests shared their finished outputs
-# and exits got cheaper: -n 3 227-229 s, 425 CPU-s; -n 2 258 s, 405 CPU-s).
+# `make test`: the Debian packages the tests need (installed when missing), then the tests outside the
+# Flink cluster on TEST_WORKERS pytest-xdist workers (each worker has its own moto server and fixtures; idle
+# workers steal queued tests), then the Flink tests alone and serially. Three workers on two cores: several
+# tests mostly wait (S3 back-off, signals, worker processes starting), and a third worker fills those waits.
 TEST_WORKERS ?= 3
 test: $(VENV)/.test-installed
+	tests/system_packages.sh
 	$(BIN)/python -m pytest -q -m "not flink" -n $(TEST_WORKERS) --dist worksteal
 	$(BIN)/python -m pytest -q -m flink
 

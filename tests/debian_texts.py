@@ -1,6 +1,6 @@
 """Real text no one here wrote, from Debian packages: the handbook's parallel pages and a mixed corpus.
 
-The density tests measure on these instead of sentences picked to pass. ``.ci/run`` installs
+The density tests measure on these instead of sentences picked to pass. ``make test`` installs
 the one package not in a base system (debian-handbook); a missing package fails the test
 with the command that installs it, never a skip.
 """
@@ -31,7 +31,7 @@ SEED = 11
 def require(path: Path, package: str) -> Path:
     """``path``, or a failure that says which Debian package to install."""
     assert path.exists() and any(path.iterdir()), (
-        f"{path} is missing: install the Debian package {package} (apt-get install -y {package}); .ci/run does"
+        f"{path} is missing: install the Debian package {package} (apt-get install -y {package}); `make test` does (tests/system_packages.sh)"
     )
     return path
 

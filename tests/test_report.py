@@ -443,8 +443,8 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: apt-get install -y chromium")
 def test_html_page_renders_in_headless_chromium(output: str, tmp_path: Path, capsys) -> None:
+    assert CHROMIUM, "chromium is missing: `make test` installs it (tests/system_packages.sh)"
     page, png = tmp_path / "report.html", tmp_path / "report.png"
     assert main([output, "--html", str(page)]) == 0
     assert f"wrote {page}" in capsys.readouterr().err
