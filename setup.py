@@ -1,8 +1,11 @@
 """Packaging for zerda; Dataflow ships this file with ``--setup_file ./setup.py``."""
 
+import re
 from pathlib import Path
 
 from setuptools import find_namespace_packages, setup
+
+HERE = Path(__file__).parent
 
 CORE = [
     "apache-beam>=2.77,<3",
@@ -16,7 +19,7 @@ CORE = [
 ]
 
 EXTRAS = {
-    "s3": ["s3fs>=2024.2", "boto3>=1.34"],
+    "s3": ["s3fs>=2024.2"],  # fsspec reads and writes s3:// (zerda itself never imports boto3)
     "gcs": ["gcsfs>=2024.2"],
     "azure": ["adlfs>=2024.2"],
     "dev": [
@@ -26,9 +29,8 @@ EXTRAS = {
         "hypothesis>=6.100",
         "duckdb>=1.0",
         "polars>=1.0",
-        "moto[server]>=5",
         "s3fs>=2024.2",
-        "boto3>=1.34",
+        "moto[server]>=5",  # brings boto3, at a version whose botocore s3fs's aiobotocore accepts
         "psutil>=5.9",
         "ruff>=0.6",
         "mypy>=1.10",
@@ -47,13 +49,19 @@ EXTRAS = {
         "wordllama>=0.4",
     ],
 }
-EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+# One version source: zerda_core's __version__, which the CLIs print and the manifest records.
+_VERSION_LINE = re.search(r'^__version__ = "([^"]+)"', (HERE / "zerda_core" / "__init__.py").read_text(), re.M)
+assert _VERSION_LINE, "zerda_core/__init__.py sets no __version__"
+VERSION = _VERSION_LINE[1]
+
+# Everything a run can use (storage, tokenizers, embeddings), not the tools that build and test zerda.
+EXTRAS["all"] = sorted({req for name in ("s3", "gcs", "azure", "tokens", "rag") for req in EXTRAS[name]})
 
 setup(
     name="zerda",
-    version="0.2.1",
+    version=VERSION,
     description="Density-adaptive re-chunking of text corpora for retrieval, as an Apache Beam pipeline.",
-    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     # namespace discovery: the sample corpus folders are data, found as packages without an __init__.py

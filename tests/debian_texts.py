@@ -31,7 +31,7 @@ SEED = 11
 def require(path: Path, package: str) -> Path:
     """``path``, or a failure that says which Debian package to install."""
     assert path.exists() and any(path.iterdir()), (
-        f"{path} is missing: install the Debian package {package} (apt-get install -y {package}); `make test` does (tests/system_packages.sh)"
+        f"{path} is missing: install the Debian package {package} (apt-get install -y {package}); `make test` does"
     )
     return path
 

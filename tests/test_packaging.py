@@ -188,3 +188,25 @@ def test_console_script_runs_the_pipeline_from_the_installed_package(installed: 
     table = ds.dataset(output, format="parquet", partitioning="hive").to_table()
     assert table.num_rows == counts["chunks"] > 0
     assert "documents chunked" in result.stdout, "the end-of-run summary is printed"
+
+
+def test_both_console_scripts_print_the_installed_distributions_version(installed: Path, tmp_path: Path) -> None:
+    """One version source: the package metadata pip records and both CLIs' ``--version`` agree."""
+    code = "import importlib.metadata as m; print(m.version('zerda'))"
+    metadata = run_installed(installed, "python", "-c", code, cwd=tmp_path)
+    assert metadata.returncode == 0, metadata.stderr
+    version = metadata.stdout.strip()
+    assert version
+    for script in ("zerda-rechunk", "zerda-report"):
+        result = run_installed(installed, script, "--version", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [script, version]
+
+
+def test_setup_py_takes_its_version_from_zerda_core(tmp_path: Path) -> None:
+    """A version changed in ``zerda_core/__init__.py`` alone reaches the built distribution's name."""
+    source = copy_tree(working_tree(), tmp_path / "src")
+    init = source / "zerda_core" / "__init__.py"
+    init.write_text(init.read_text(encoding="utf-8").replace('__version__ = "', '__version__ = "9.8.7+t'), "utf-8")
+    version = init.read_text(encoding="utf-8").split('__version__ = "')[1].split('"')[0]
+    assert build_sdist(source, tmp_path / "dist").name == f"zerda-{version}.tar.gz"
