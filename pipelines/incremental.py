@@ -36,10 +36,11 @@ import json
 import logging
 import posixpath
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from typing import Any, NamedTuple, TypeGuard
 
 import apache_beam as beam
@@ -527,10 +528,7 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
             now[record] = {**rows[record], "content_hash": digest}
     for record in sorted(now):
         yield [now[record]]
-    for record in sorted(before.keys() | now.keys()):
-        old, new = before.get(record), now.get(record)
-        if old is None and new is None:
-            continue  # a reject now and none before: no document either time
+    for old, new in _paired(before, now):
         kind = "removed" if new is None else "added" if old is None else "unchanged" if _same(old, new) else "changed"
         yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
     old_holder, new_holder = _holders(before), _holders(now)
@@ -547,6 +545,30 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
             yield TaggedOutput(_FACTS, Counter({f"chunks_{change}": len(ids)}))
     if changes:
         yield TaggedOutput(_CHANGES, changes)
+
+
+Document = Mapping[str, Any]
+
+
+def _paired(
+    before: Mapping[int, Document], now: Mapping[int, Document]
+) -> Iterator[tuple[Document | None, Document | None]]:
+    """The documents of one id in one source, before and now, paired by identity, not by line or row number:
+    a document whose line moved (a deletion above it) is the same document. Copies of one id pair by text
+    first, the rest in record order; what is left unpaired was removed or added."""
+    old = dict(before)
+    by_text: dict[str, list[int]] = defaultdict(list)
+    for record in sorted(old):
+        by_text[old[record]["content_hash"]].append(record)
+    new: dict[int, Document] = {}
+    for record in sorted(now):
+        same_text = by_text.get(now[record]["content_hash"])
+        if same_text:
+            yield old.pop(same_text.pop(0)), now[record]
+        else:
+            new[record] = now[record]
+    for old_record, new_record in zip_longest(sorted(old), sorted(new)):
+        yield old.get(old_record), new.get(new_record)
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

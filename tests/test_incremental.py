@@ -137,14 +137,14 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
     assert manifest["counts"] == full["counts"]
     changes = manifest["changes"]
     assert changes["incremental"] is True and changes["files_unchanged"] == 1
-    # A document is (source, record, doc id): deleting d4 (line 4) moves d5..d8 up a line. Unchanged: d1 d3
-    # (a.jsonl), d3 b1 (b.jsonl), keep.md; changed: d2; added: d5 d7 d8 on their new lines, d9, short (was a
-    # reject), renamed.md; removed: d4..d8 from their old lines (d6 is now a reject), notes.md (renamed).
+    # A document is its id within its source, wherever its line is: deleting d4 (line 4) moves d5..d8 up a
+    # line and changes none of them. Unchanged: d1 d3 d5 d7 d8 (a.jsonl), d3 b1 (b.jsonl), keep.md; changed:
+    # d2; added: d9, short (was a reject), renamed.md; removed: d4, d6 (now a reject), notes.md (renamed).
     assert {k: changes[k] for k in changes if k.startswith("documents_")} == {
-        "documents_added": 6,
+        "documents_added": 3,
         "documents_changed": 1,
-        "documents_removed": 6,
-        "documents_unchanged": 5,
+        "documents_removed": 3,
+        "documents_unchanged": 8,
     }
     after = {(r["chunk_id"], r["source"], r["doc_id"]) for r in pq.read_table(fresh).to_pylist()}
     listed = {(r["chunk_id"], r["source"], r["doc_id"], r["change"]) for r in _table(output, "_changes")}
@@ -600,7 +600,7 @@ def test_incremental_on_s3(s3_env: S3Env, tmp_path: Path) -> None:
     manifest = run(_argv(f"s3://{bucket}/corpus", output, "--incremental"))
     run(_argv(f"s3://{bucket}/corpus", fresh))
     s3 = s3_env.filesystem()
-    assert manifest["changes"]["incremental"] is True and manifest["changes"]["documents_unchanged"] == 5
+    assert manifest["changes"]["incremental"] is True and manifest["changes"]["documents_unchanged"] == 8
     assert manifest["changes"]["files_unchanged"] == 1  # keep.md, uploaded again with the same bytes: its ETag
     assert _rows(f"{bucket}/out", s3) == _rows(f"{bucket}/fresh", s3)
 
