@@ -24,6 +24,7 @@ EXTRAS = {
     "azure": ["adlfs>=2024.2"],
     "dev": [
         "setuptools>=70.1",
+        "hatchling>=1.21",  # builds the zerda-core distribution (packaging/zerda-core) in a test
         "pytest>=8",
         "pytest-xdist>=3.5",
         "hypothesis>=6.100",

@@ -210,3 +210,56 @@ def test_setup_py_takes_its_version_from_zerda_core(tmp_path: Path) -> None:
     init.write_text(init.read_text(encoding="utf-8").replace('__version__ = "', '__version__ = "9.8.7+t'), "utf-8")
     version = init.read_text(encoding="utf-8").split('__version__ = "')[1].split('"')[0]
     assert build_sdist(source, tmp_path / "dist").name == f"zerda-{version}.tar.gz"
+
+
+def test_zerda_core_installs_and_chunks_alone_with_numpy_only(tmp_path: Path) -> None:
+    """``pip install ./packaging/zerda-core``: the chunker library without Beam, pyarrow or fsspec. The venv
+    sees numpy from this environment and nothing else, so an import of anything more fails the test."""
+    wheels = tmp_path / "wheels"
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    built = subprocess.run(
+        [*build, str(REPO / "packaging" / "zerda-core")],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("zerda_core-*.whl")
+    target = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(target)
+    python = target / "bin" / "python"
+    numpy_only = tmp_path / "numpy_only"
+    numpy_only.mkdir()
+    import numpy
+
+    numpy_root = Path(numpy.__file__).parent
+    for entry in numpy_root.parent.iterdir():
+        if entry.name == "numpy" or entry.name.startswith(("numpy-", "numpy.libs")):
+            (numpy_only / entry.name).symlink_to(entry)
+    site_packages = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site_packages) / "_numpy_only.pth").write_text(f"{numpy_only}\n")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index"]
+    result = subprocess.run(
+        [*install, str(wheel)], env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    code = (
+        "import importlib.util, importlib.metadata as m\n"
+        "from zerda_core.chunks import AdaptiveChunker\n"
+        "import zerda_core\n"
+        "text = 'The fennec fox sleeps by day. ' * 80\n"
+        "chunks = AdaptiveChunker().chunk(text, doc_id='d', source='s')\n"
+        "assert chunks and all(c.text == text[c.metadata.start_char:c.metadata.end_char] for c in chunks)\n"
+        "assert m.version('zerda-core') == zerda_core.__version__\n"
+        "print([name for name in ('apache_beam', 'pyarrow', 'fsspec', 'smart_open') if importlib.util.find_spec(name)])"
+    )
+    ran = subprocess.run([str(python), "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]", "the pipeline's packages are visible: the check would prove nothing"
