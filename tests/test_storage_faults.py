@@ -6,15 +6,21 @@ root read any folder, ``setpriv``), a temp directory that fills (a 1 MiB tmpfs m
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from pipelines.io.source import fault_kind
 from pipelines.rechunk import run
 from tests.common import REPO
 from tests.output_checks import read_chunks
@@ -123,3 +129,96 @@ def test_a_folder_never_read_may_be_unlistable(corpus: Path, tmp_path: Path, loc
         (corpus / locked).chmod(0o755)
     assert code == 0, stderr
     assert (output / "_SUCCESS").exists()
+
+
+def _in_small_tmpfs(folder: Path) -> list[str]:
+    """A command prefix: the command runs in its own mount namespace, with a 1 MiB tmpfs on ``folder``."""
+    folder.mkdir()
+    mount = 'mount -t tmpfs -o size=1m tmpfs "$0" && exec "$@"'
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", mount, str(folder), "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"the kernel refuses a tmpfs in a new mount namespace: {probe.stderr.strip()}")
+    return ["unshare", "-m", "sh", "-c", mount, str(folder)]
+
+
+def _big_compressed_parquet(path: Path, megabytes: int) -> int:
+    """A gzip-compressed Parquet file that decompresses to ``megabytes``: spooled to temp disk to be read."""
+    rows = megabytes * 2**20 // 4096 + 1
+    texts = [f"Document {n}. " + (_PROSE * 60)[: 4096 - 20] for n in range(rows)]
+    table = pa.table({"id": [f"p{n}" for n in range(rows)], "text": texts})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="none")
+    path.write_bytes(gzip.compress(sink.getvalue().to_pybytes(), compresslevel=1))
+    return rows
+
+
+def test_a_full_temp_disk_fails_the_job_and_commits_no_reject(tmp_path: Path) -> None:
+    """A compressed Parquet file is spooled to TMPDIR; a full TMPDIR says nothing of the file, so it must not
+    become an ``unreadable_file`` reject committed with ``_SUCCESS`` (thousands of documents gone): the job
+    fails naming the cause, and OUTPUT keeps its previous output."""
+    corpus, output = tmp_path / "corpus", tmp_path / "out"
+    _jsonl(corpus / "a.jsonl", "a", 3)
+    argv = ["--input", str(corpus), "--output", str(output)]
+    run([*argv, "--quiet"])
+    before = _snapshot(output)
+    _big_compressed_parquet(corpus / "big.parquet.gz", 72)  # past the 64 MiB a spool keeps in memory
+    temp = tmp_path / "tmpfs"
+    code, stderr = _cli(argv, _in_small_tmpfs(temp), env={"TMPDIR": str(temp)})
+
+    assert code != 0, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert "EnvironmentFault" in last and "big.parquet.gz" in last, stderr[-3000:]
+    assert "No space left on device" in last and str(temp) in last, last
+    assert _snapshot(output) == before  # no _SUCCESS over a reject: the previous output, whole
+    assert not list(temp.iterdir())  # the tmpfs was the child's own: nothing here
+
+
+def _raised(action: Callable[[], object]) -> BaseException:
+    try:
+        action()
+    except BaseException as err:  # the real error of a real operation, classified below
+        return err
+    raise AssertionError("the action did not fail")
+
+
+def _write_to_dev_full() -> None:
+    with open("/dev/full", "wb", buffering=0) as full:
+        full.write(b"x")
+
+
+def _closed_port() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+    socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def _parquet_with_bad_footer() -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": ["a"]}), sink)
+    data = sink.getvalue().to_pybytes()
+    pq.read_table(pa.BufferReader(data[:-12] + b"\0" * 8 + data[-4:]))
+
+
+FAULTS = [
+    ("corrupt-gzip", lambda: gzip.decompress(b"\x1f\x8b\x08\x00garbage-and-more"), "data"),
+    ("truncated-gzip", lambda: gzip.decompress(gzip.compress(b"x" * 1000)[:-9]), "data"),
+    ("bad-parquet-footer", _parquet_with_bad_footer, "data"),
+    ("not-parquet", lambda: pq.read_table(pa.BufferReader(b"PAR1 not a parquet file PAR1")), "data"),
+    ("undecodable-bytes", lambda: b"\xff\xfe\xfa".decode("utf-8"), "data"),
+    ("missing-file", lambda: Path("/nonexistent/zerda").read_bytes(), "data"),
+    ("disk-full", _write_to_dev_full, "environment"),
+    ("out-of-memory", lambda: bytearray(2**62), "environment"),
+    ("connection-refused", _closed_port, "transient"),
+]
+
+
+@pytest.mark.parametrize(("action", "kind"), [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
+def test_errors_are_classified_by_their_codes(action: Callable[[], object], kind: str) -> None:
+    """Real errors of real operations: only a file's own damage is ``data``, the one kind a reject records."""
+    error = _raised(action)
+    assert fault_kind(error) == kind
+    try:
+        raise RuntimeError("wrapped by a library") from error
+    except RuntimeError as wrapped:
+        assert fault_kind(wrapped) == kind  # found through the errors it was raised from
