@@ -21,8 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.io.source import fault_kind
+from pipelines.layout import PARTITION_COLUMN
 from pipelines.rechunk import run
-from tests.common import REPO
+from tests.common import MULTI_PROCESS, REPO
+from tests.fault_injection import zerda_fault
 from tests.output_checks import read_chunks
 
 _PROSE = "The fennec fox sleeps by day in a burrow under the dunes and hunts by night. "
@@ -222,3 +224,27 @@ def test_errors_are_classified_by_their_codes(action: Callable[[], object], kind
         raise RuntimeError("wrapped by a library") from error
     except RuntimeError as wrapped:
         assert fault_kind(wrapped) == kind  # found through the errors it was raised from
+
+
+@pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in-memory", "2-worker-processes"])
+def test_one_transient_read_error_during_a_carry_keeps_the_run_incremental(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    """The first read of a previous chunk file fails with EIO (``tests/fault_injection``): read again after a
+    pause, it carries; without that, one passing hiccup turned the run into a full one, every document
+    chunked again. The rows are still exactly a full run's."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _jsonl(corpus / "a.jsonl", "a", 4)
+    _jsonl(corpus / "b.jsonl", "b", 4)
+    run(["--input", str(corpus), "--output", str(output), "--quiet"])
+    _jsonl(corpus / "a.jsonl", "e", 4)  # a.jsonl edited; b.jsonl's documents are carried
+    marker = tmp_path / "read-fault.marker"
+    with monkeypatch.context() as armed:
+        zerda_fault.arm_read(armed, f"{output}/{PARTITION_COLUMN}=", marker)  # committed chunks, not staging
+        manifest = run(["--input", str(corpus), "--output", str(output), "--quiet", "--incremental", *workers])
+    run(["--input", str(corpus), "--output", str(fresh), "--quiet"])
+
+    assert marker.exists(), "the read fault never fired: no previous chunk file was read"
+    assert manifest["changes"]["incremental"] is True, manifest["changes"]["reason"]
+    assert manifest["changes"]["documents_unchanged"] == 4
+    assert read_chunks(output).sort_by("chunk_id") == read_chunks(fresh).sort_by("chunk_id")
