@@ -112,7 +112,8 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     A compressed file decompressing past ``input.max_file_bytes`` keeps the records before that
     point and ends with one ``too_large`` reject.
     A file that cannot be opened (gone since listing, no permission) is one ``unreadable_file``
-    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file).
+    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file), and
+    so do the environment's (``EnvironmentFault``: a full temp disk, a MemoryError, EIO; :func:`fault_kind`).
     ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
     a stream read to its end, a little more for Parquet, which fetches its footer again.
     """
