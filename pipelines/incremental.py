@@ -219,8 +219,9 @@ def _why(err: BaseException) -> str:
 def unreadable_carry(error: BaseException) -> str | None:
     """The line naming the previous chunk file an incremental run could not read, if that failed the run (the
     words reach the launcher from any runner, inside the worker's traceback): a file changed in place, its
-    size the same, or an I/O error that outlasted :func:`_read_table`'s retries. The launcher then runs in full, which reads no previous chunk file
-    (:func:`without_carry`): a scheduled run does not fail every night on one damaged file."""
+    size the same, or an I/O error that outlasted :func:`_read_table`'s retries. The launcher then runs in
+    full, which reads no previous chunk file (:func:`without_carry`): a scheduled run does not fail every night
+    on one damaged file."""
     found = re.search(f"{UNREADABLE}: [^\n]*", str(error))
     return _BEAM_STEP.sub("", found.group(0)) if found else None
 

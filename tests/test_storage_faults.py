@@ -84,6 +84,7 @@ LOCKED = [
     ("locked", 0o000, "{root}/**"),
     ("locked", 0o000, "{root}/*/*.jsonl"),
     ("locked", 0o000, "{root}/l*"),
+    ("locked", 0o000, "{root}/locked/l.jsonl"),  # a file named below it: not "matches no file"
     ("locked/deeper", 0o000, "{root}"),
     ("locked", 0o444, "{root}"),
 ]

@@ -7,6 +7,7 @@ fsspec lists the stored files on any protocol (local, ``s3://``, ``gs://``, ``az
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import logging
@@ -150,7 +151,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
     """A pattern's files, and the relative paths it skipped (a ``.`` or ``_`` name below its root); a path
     that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
     fs, path = url_to_fs(pattern)
-    exists = fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path))
+    exists = _local_exists(pattern, path) if isinstance(fs, LocalFileSystem) else fs.exists(path)
     if glob.has_magic(path) and not exists:
         root = glob_root(path)
         matches = _strict(fs, pattern, root, path).glob(path, detail=True)
@@ -199,14 +200,29 @@ def _strict(fs: fsspec.AbstractFileSystem, pattern: str, root: str, glob_path: s
         parts = [part for part in below.split("/") if part]
         if any(part.startswith((".", "_")) for part in parts) or not _may_hold_matches(glob_path, root, parts):
             return
-        reason = err.strerror or f"{type(err).__name__}: {err}"
-        raise InputError(
-            f"input {bounded(redact_url(pattern))!r}: folder {bounded(redact_url(folder))!r} cannot be listed"
-            f" ({bounded(reason)}): the job stops before anything is written, so that none of its files counts"
-            " as deleted"
-        ) from err
+        raise _unlisted(pattern, folder, err) from err
 
     return _StrictWalk(fs, on_error)
+
+
+def _unlisted(pattern: str, folder: str, err: OSError) -> InputError:
+    reason = bounded(err.strerror or f"{type(err).__name__}: {err}")
+    return InputError(
+        f"input {bounded(redact_url(pattern))!r}: folder {bounded(redact_url(folder))!r} cannot be listed"
+        f" ({reason}); stopped before writing anything, lest its files count as deleted"
+    )
+
+
+def _local_exists(pattern: str, path: str) -> bool:
+    """Whether a local path exists, a broken symlink too. ``os.path.exists`` says False for a path in a folder
+    that cannot be searched, and the input would "match no file": that folder is named instead."""
+    try:
+        os.lstat(path)
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP):  # no such path
+            return False
+        raise _unlisted(pattern, os.path.dirname(path), err) from err
+    return True
 
 
 def _may_hold_matches(glob_path: str, root: str, parts: list[str]) -> bool:
