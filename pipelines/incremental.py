@@ -36,6 +36,7 @@ import json
 import logging
 import posixpath
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,7 @@ from pipelines.errors import OutputError
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
 from pipelines.io.ownership import staged_as
+from pipelines.io.source import fault_kind
 from pipelines.io.write import (
     DIGEST_KEY,
     EmptyFileIfNone,
@@ -90,6 +92,7 @@ _CHANGES, _FACTS, _INDEX = "changes", "facts", "index"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
 _CARRIED_COLUMNS = ("record", "doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)  # of an unread file
 _CARRY_THREADS = 4
+_READ_RETRY_SECONDS = (0.5, 2.0, 8.0)  # the waits before each new attempt at a previous file: 4 attempts in all
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
 UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :func:`unreadable_carry`)
@@ -217,8 +220,9 @@ def _why(err: BaseException) -> str:
 def unreadable_carry(error: BaseException) -> str | None:
     """The line naming the previous chunk file an incremental run could not read, if that failed the run (the
     words reach the launcher from any runner, inside the worker's traceback): a file changed in place, its
-    size the same, or an I/O error. The launcher then runs in full, which reads no previous chunk file
-    (:func:`without_carry`): a scheduled run does not fail every night on one damaged file."""
+    size the same, or an I/O error that outlasted :func:`_read_table`'s retries. The launcher then runs in
+    full, which reads no previous chunk file (:func:`without_carry`): a scheduled run does not fail every night
+    on one damaged file."""
     found = re.search(f"{UNREADABLE}: [^\n]*", str(error))
     return _BEAM_STEP.sub("", found.group(0)) if found else None
 
@@ -290,8 +294,23 @@ def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool,
 
 
 def _read_table(url: str, columns: list[str] | None = None) -> pa.Table:
-    with fsspec.open(url, "rb") as f:
-        return pq.read_table(f, columns=columns)
+    """A Parquet file of the previous output, tried again after a transient fault (:func:`fault_kind`: an I/O
+    error, a timeout), with back-off: one passing hiccup must not turn the run into a full one
+    (:func:`unreadable_carry`). A file that decodes wrongly fails at once: reading it again gives the same."""
+
+    def read() -> pa.Table:
+        with fsspec.open(url, "rb") as f:
+            return pq.read_table(f, columns=columns)
+
+    for wait in _READ_RETRY_SECONDS:
+        try:
+            return read()
+        except Exception as err:
+            if fault_kind(err) != "transient":
+                raise
+            log.warning("reading %s failed (%s): trying again in %.1f s", posixpath.basename(url), _why(err), wait)
+            time.sleep(wait)
+    return read()
 
 
 def document_keys(table: pa.Table) -> pa.Array:

@@ -7,19 +7,21 @@ fsspec lists the stored files on any protocol (local, ``s3://``, ``gs://``, ``az
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
 from typing import Any
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
@@ -76,6 +78,8 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
     for pattern in patterns:
         try:
             files, hidden = _expand(pattern)
+        except InputError:
+            raise
         except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
             raise InputError(
                 f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
@@ -147,9 +151,10 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
     """A pattern's files, and the relative paths it skipped (a ``.`` or ``_`` name below its root); a path
     that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
     fs, path = url_to_fs(pattern)
-    exists = fs.exists(path) or (isinstance(fs, LocalFileSystem) and os.path.lexists(path))
+    exists = _local_exists(pattern, path) if isinstance(fs, LocalFileSystem) else fs.exists(path)
     if glob.has_magic(path) and not exists:
-        root, matches = glob_root(path), fs.glob(path, detail=True)
+        root = glob_root(path)
+        matches = _strict(fs, pattern, root, path).glob(path, detail=True)
     elif exists and fs.isdir(path):
         root, matches = path, {path: {"type": "directory"}}
     elif exists:
@@ -163,7 +168,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
         return [], []
     files, skipped = [], []
     for match, info in matches.items():
-        found = fs.find(match, detail=True) if info["type"] == "directory" else {match: info}
+        found = _strict(fs, pattern, root).find(match, detail=True) if info["type"] == "directory" else {match: info}
         for file, detail in found.items():
             relative = file[len(root) :].lstrip("/")
             if any(part.startswith((".", "_")) for part in relative.split("/")):
@@ -171,6 +176,83 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
             else:
                 files.append(InputFile(_url(fs, file), relative, _size(detail), file_stamp(detail, relative)))
     return files, skipped
+
+
+def _strict(fs: fsspec.AbstractFileSystem, pattern: str, root: str, glob_path: str = "") -> Any:
+    """``fs``, but a folder below ``root`` that cannot be listed stops the job (exit 2) before anything is
+    written: left out, its files would count as deleted (``_changes`` removals, on to a vector store).
+
+    fsspec's generic walk (local files, ``memory://``, sftp...) takes ``on_error`` but drops it when it goes
+    down a level, so a sub-folder it cannot list is left out in silence; :class:`_StrictWalk` hands it on.
+    Stores whose own ``find`` lists flat (s3fs, gcsfs, adlfs) raise their listing errors already. A folder
+    gone since it was seen is no error (its files are gone), nor is one with a ``.`` or ``_`` name below
+    ``root``, or one that ``glob_path`` cannot reach (``2024-*/`` and a folder ``lost+found``): neither is read.
+    """
+    generic = (fsspec.AbstractFileSystem.find, AsyncFileSystem._find)
+    if getattr(type(fs), "_find" if isinstance(fs, AsyncFileSystem) else "find", None) not in generic:
+        return fs
+
+    def on_error(err: OSError) -> None:
+        if isinstance(err, FileNotFoundError):
+            return
+        folder = str(err.filename) if getattr(err, "filename", None) else root
+        below = folder[len(root) :] if folder.startswith(root) else ""
+        parts = [part for part in below.split("/") if part]
+        if any(part.startswith((".", "_")) for part in parts) or not _may_hold_matches(glob_path, root, parts):
+            return
+        raise _unlisted(pattern, folder, err) from err
+
+    return _StrictWalk(fs, on_error)
+
+
+def _unlisted(pattern: str, folder: str, err: OSError) -> InputError:
+    reason = bounded(err.strerror or f"{type(err).__name__}: {err}")
+    return InputError(
+        f"input {bounded(redact_url(pattern))!r}: folder {bounded(redact_url(folder))!r} cannot be listed"
+        f" ({reason}); stopped before writing anything, lest its files count as deleted"
+    )
+
+
+def _local_exists(pattern: str, path: str) -> bool:
+    """Whether a local path exists, a broken symlink too. ``os.path.exists`` says False for a path in a folder
+    that cannot be searched, and the input would "match no file": that folder is named instead."""
+    try:
+        os.lstat(path)
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP):  # no such path
+            return False
+        raise _unlisted(pattern, os.path.dirname(path), err) from err
+    return True
+
+
+def _may_hold_matches(glob_path: str, root: str, parts: list[str]) -> bool:
+    """Whether a folder (its ``parts`` below ``root``) may hold files that ``glob_path`` matches: each part
+    matches the pattern's part at its depth, up to a ``**``. Every folder may, when there is no pattern."""
+    wanted = [part for part in glob_path[len(root) :].split("/") if part] if glob_path else []
+    for part, pattern in zip(parts, wanted, strict=False):  # a folder deeper than the pattern: under a match
+        if "**" in pattern:
+            return True
+        if not re.match(glob_translate(pattern), part):
+            return False
+    return True
+
+
+class _StrictWalk:
+    """A filesystem whose ``find`` and ``glob`` (fsspec's generic ones) call ``on_error`` at every level."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, on_error: Callable[[OSError], None]) -> None:
+        self._fs = fs
+        self._on_error = on_error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def walk(self, path: str, maxdepth: int | None = None, topdown: bool = True, **kwargs: Any) -> Any:
+        kwargs.pop("on_error", None)
+        return fsspec.AbstractFileSystem.walk(self, path, maxdepth, topdown, self._on_error, **kwargs)
+
+    find = fsspec.AbstractFileSystem.find
+    glob = fsspec.AbstractFileSystem.glob
 
 
 # What a listing says of a file's bytes: an object store's content hash, which alone names them (an upload of

@@ -9,8 +9,10 @@ only decompresses); the format's reader (:mod:`pipelines.io.formats`) makes the 
 Error policy: damaged or unexpected *content* becomes a :class:`Reject` with its reason and
 where it was, and the job goes on. A failure of the *storage* itself (network, permissions)
 raises :class:`StorageError`, so the runner retries the bundle rather than recording a file
-as unreadable because of a passing outage. Every record read comes out as exactly one
-:class:`SourceRecord` or :class:`Reject`, so records read = documents + rejects.
+as unreadable because of a passing outage; so does a failure of the worker's own environment
+(:func:`fault_kind`: its temp disk full, its memory out), which says nothing of the file.
+Every record read comes out as exactly one :class:`SourceRecord` or :class:`Reject`, so
+records read = documents + rejects.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import errno
 import io
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import fsspec
 from smart_open.compression import compression_wrapper
@@ -38,6 +41,64 @@ class StorageError(OSError):
     """The storage failed while a file was read (not its content): the runner retries."""
 
 
+class EnvironmentFault(StorageError):
+    """The worker's environment failed while a file was read (temp disk full, out of memory, a disk's I/O
+    error), not the file: never a reject, which would commit good data as bad; the runner retries, then the
+    job fails and OUTPUT keeps its previous output."""
+
+
+FaultKind = Literal["transient", "environment", "data"]
+
+# By error code, never by message: what may pass if tried again (a disk or network hiccup, a signal) ...
+_TRANSIENT_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "EIO", "EAGAIN", "EINTR", "EBUSY", "ESTALE", "ETIMEDOUT", "ECONNRESET", "ECONNABORTED", "ECONNREFUSED",
+        "EPIPE", "ENETDOWN", "ENETUNREACH", "ENETRESET", "EHOSTDOWN", "EHOSTUNREACH", "ENOLINK", "EREMOTEIO",
+    )
+    if hasattr(errno, name)
+)  # fmt: skip
+# ... and what the worker lacks (space, quota, a writable disk, memory, file handles): no file's fault either
+_ENVIRONMENT_ERRNOS = _TRANSIENT_ERRNOS | frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EROFS", "ENOMEM", "ENOBUFS", "EMFILE", "ENFILE")
+    if hasattr(errno, name)
+)
+
+
+def fault_kind(error: BaseException) -> FaultKind:
+    """Whose fault an error is, from its code and those of the errors it was raised from: ``transient`` (may
+    pass if tried again), ``environment`` (the worker's: temp disk full, out of memory; ``transient`` is one
+    too), or ``data`` (the file's: corrupt gzip, a bad Parquet footer, undecodable bytes), the only one a
+    reject may record."""
+    kind: FaultKind = "data"
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        err = pending.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, ConnectionError | TimeoutError) or (
+            isinstance(err, OSError) and err.errno in _TRANSIENT_ERRNOS
+        ):
+            return "transient"
+        if isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno in _ENVIRONMENT_ERRNOS):
+            kind = "environment"
+        pending += [err.__cause__, err.__context__]
+    return kind
+
+
+def _raise_if_environment(error: BaseException, url: str) -> None:
+    """Raise :class:`EnvironmentFault` for an error that is not ``url``'s own (see :func:`fault_kind`)."""
+    kind = fault_kind(error)
+    if kind != "data":
+        raise EnvironmentFault(
+            f"reading {redact_url(url)} failed, not for its content ({kind} fault: the worker's temp disk, memory"
+            f" or storage; TMPDIR is {tempfile.gettempdir()}): {type(error).__name__}: {error}"
+        ) from error
+
+
 class _OverMaxFileBytes(Exception):
     """A compressed file decompressed past ``input.max_file_bytes``: its reader stops there."""
 
@@ -51,7 +112,8 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     A compressed file decompressing past ``input.max_file_bytes`` keeps the records before that
     point and ends with one ``too_large`` reject.
     A file that cannot be opened (gone since listing, no permission) is one ``unreadable_file``
-    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file).
+    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file), and
+    so do the environment's (``EnvironmentFault``: a full temp disk, a MemoryError, EIO; :func:`fault_kind`).
     ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
     a stream read to its end, a little more for Parquet, which fetches its footer again.
     """
@@ -84,8 +146,9 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
         return
     try:
         raw = _open(file.url)
-    except OSError as err:  # a local error is this file's, but for the process's own limits; a remote one
-        if err.errno in _PROCESS_ERRNOS or ("://" in file.url and not isinstance(err, _FILE_ERRORS)):
+    except OSError as err:  # a local error is this file's, but for the environment's; a remote one
+        _raise_if_environment(err, file.url)
+        if "://" in file.url and not isinstance(err, _FILE_ERRORS):
             raise  # may be the store's: raised, so the runner retries
         reject = ctx.reject(0, ctx.name, "unreadable_file", f"cannot open the file: {type(err).__name__}: {err}")
         yield reject
@@ -109,6 +172,7 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
             message = f"decompresses to over {limit} bytes (input.max_file_bytes): the rest is not read"
             yield ctx.reject(ctx.record, ctx.name, "too_large", message)
         except Exception as err:  # any damage in a file's content: a reject, never a crashed job
+            _raise_if_environment(err, file.url)  # but a full temp disk or a MemoryError is no damage
             error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
             emitted += 1
             yield ctx.reject(ctx.record, ctx.name, "unreadable_file", f"file unreadable: {error}")
@@ -119,7 +183,6 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
 
 
 _FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
-_PROCESS_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR)  # not the file's fault
 
 
 def _open(url: str) -> IO[bytes]:
@@ -142,6 +205,7 @@ def _not_regular(url: str) -> str | None:
     except FileNotFoundError:
         return "a broken symlink" if os.path.islink(url) else None
     except OSError as err:  # a symlink loop (ELOOP), a name too long: nothing to read there
+        _raise_if_environment(err, url)
         return f"cannot be examined ({err.strerror or type(err).__name__})"
     if stat.S_ISREG(mode):
         return None

@@ -7,38 +7,61 @@ creates the marker file (atomically, so one attempt wins across worker processes
 Later attempts find the marker and go on. The test process calls :func:`install` itself; worker
 processes do it through ``sitecustomize.py`` beside this file, found by putting this folder on their
 ``PYTHONPATH``.
+
+``ZERDA_INJECT_READ_FAULT="<path part>@<marker_path>"`` likewise makes the first read of a local file whose
+path holds ``<path part>`` (through fsspec's local file, as zerda reads a previous output) raise an I/O error
+(``EIO``) once: a storage hiccup rather than a damaged file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 FAULT_ENV = "ZERDA_INJECT_FAULT"
+READ_FAULT_ENV = "ZERDA_INJECT_READ_FAULT"
 
 
 class InjectedFault(RuntimeError):
     """The worker failure that :data:`FAULT_ENV` asks for."""
 
 
-def _fail_once(doc_id: str, marker: str) -> None:
+def _first(marker: str) -> bool:
+    """Whether this is the first attempt: it creates ``marker`` (atomically: one attempt wins)."""
     try:
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     except FileExistsError:
-        return
-    raise InjectedFault(f"injected worker failure on document {doc_id!r} ({FAULT_ENV})")
+        return False
+    return True
+
+
+def _fail_once(doc_id: str, marker: str) -> None:
+    if _first(marker):
+        raise InjectedFault(f"injected worker failure on document {doc_id!r} ({FAULT_ENV})")
+
+
+def _armed(name: str) -> tuple[str, str] | None:
+    """``(target, marker)`` from the environment variable ``name``, None when it is not set."""
+    value = os.environ.get(name, "")
+    if not value:
+        return None
+    target, _, marker = value.rpartition("@")
+    if not target or not marker:
+        raise ValueError(f"{name} must be '<target>@<marker_path>', got {value!r}")
+    return target, marker
 
 
 def install() -> None:
-    """Wrap the chunking DoFn when :data:`FAULT_ENV` is set; idempotent."""
-    value = os.environ.get(FAULT_ENV, "")
-    if not value:
+    """Wrap the chunking DoFn when :data:`FAULT_ENV` is set, fsspec's local reads when :data:`READ_FAULT_ENV`
+    is; idempotent."""
+    _install_read_fault()
+    armed = _armed(FAULT_ENV)
+    if armed is None:
         return
-    doc_id, _, marker = value.rpartition("@")
-    if not doc_id or not marker:
-        raise ValueError(f"{FAULT_ENV} must be '<doc_id>@<marker_path>', got {value!r}")
+    doc_id, marker = armed
     from pipelines import chunking
 
     original = chunking._RowsFn.process
@@ -54,12 +77,45 @@ def install() -> None:
     chunking._RowsFn.process = process  # type: ignore[method-assign]
 
 
+def _install_read_fault() -> None:
+    armed = _armed(READ_FAULT_ENV)
+    if armed is None:
+        return
+    part, marker = armed
+    from fsspec.implementations.local import LocalFileOpener
+
+    original = LocalFileOpener.read
+    if getattr(original, "_zerda_fault", False):
+        return
+
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if part in str(self.path) and _first(marker):
+            raise OSError(errno.EIO, f"Input/output error (injected, {READ_FAULT_ENV})", self.path)
+        return original(self, *args, **kwargs)
+
+    read._zerda_fault = True  # type: ignore[attr-defined]
+    LocalFileOpener.read = read  # type: ignore[method-assign]
+
+
 def arm(monkeypatch: Any, doc_id: str, marker: Path) -> None:
     """Arm the fault for one test, here and in the worker processes it starts; ``monkeypatch`` undoes it all."""
     from pipelines import chunking
 
     monkeypatch.setenv(FAULT_ENV, f"{doc_id}@{marker}")
     monkeypatch.setattr(chunking._RowsFn, "process", chunking._RowsFn.process)  # restored after the test
+    _install_for_workers(monkeypatch)
+
+
+def arm_read(monkeypatch: Any, path_part: str, marker: Path) -> None:
+    """Arm the read fault (:data:`READ_FAULT_ENV`) for one test, here and in the worker processes it starts."""
+    from fsspec.implementations.local import LocalFileOpener
+
+    monkeypatch.setenv(READ_FAULT_ENV, f"{path_part}@{marker}")
+    monkeypatch.setattr(LocalFileOpener, "read", LocalFileOpener.read)  # restored after the test
+    _install_for_workers(monkeypatch)
+
+
+def _install_for_workers(monkeypatch: Any) -> None:
     install()
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo), str(Path(__file__).parent)]))
