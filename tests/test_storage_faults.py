@@ -249,3 +249,26 @@ def test_one_transient_read_error_during_a_carry_keeps_the_run_incremental(
     assert manifest["changes"]["incremental"] is True, manifest["changes"]["reason"]
     assert manifest["changes"]["documents_unchanged"] == 4
     assert read_chunks(output).sort_by("chunk_id") == read_chunks(fresh).sort_by("chunk_id")
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["full", "incremental"])
+def test_a_file_the_job_may_not_read_fails_the_job_and_keeps_the_previous_output(
+    corpus: Path, tmp_path: Path, incremental: bool
+) -> None:
+    """Like a folder it cannot list: as a reject, its documents would leave the output (and, incrementally,
+    be listed as removed); the job fails instead, naming the file, and OUTPUT stays as it was."""
+    output = tmp_path / "out"
+    argv = ["--input", str(corpus), "--output", str(output)]
+    run([*argv, "--quiet"])
+    before = _snapshot(output)
+    locked = corpus / "z" / "after.jsonl"
+    locked.chmod(0)
+    try:
+        if subprocess.run([*_UNPRIVILEGED, "cat", str(locked)], capture_output=True).returncode == 0:
+            pytest.skip("the kernel does not let setpriv drop CAP_DAC_OVERRIDE: root reads any file")
+        code, stderr = _cli([*argv, *(["--incremental"] if incremental else [])], _UNPRIVILEGED)
+    finally:
+        locked.chmod(0o644)
+    assert code != 0, stderr
+    assert "after.jsonl" in stderr and "Permission denied" in stderr, stderr
+    assert _snapshot(output) == before

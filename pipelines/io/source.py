@@ -58,10 +58,12 @@ _TRANSIENT_ERRNOS = frozenset(
     )
     if hasattr(errno, name)
 )  # fmt: skip
-# ... and what the worker lacks (space, quota, a writable disk, memory, file handles): no file's fault either
+# ... and what the worker lacks (space, quota, a writable disk, memory, file handles, the permission to read:
+# a file it may not read is as absent as a folder it may not list, never a reject that says its documents
+# were deleted): no file's fault either
 _ENVIRONMENT_ERRNOS = _TRANSIENT_ERRNOS | frozenset(
     getattr(errno, name)
-    for name in ("ENOSPC", "EDQUOT", "EROFS", "ENOMEM", "ENOBUFS", "EMFILE", "ENFILE")
+    for name in ("ENOSPC", "EDQUOT", "EROFS", "ENOMEM", "ENOBUFS", "EMFILE", "ENFILE", "EACCES", "EPERM")
     if hasattr(errno, name)
 )
 
