@@ -24,6 +24,7 @@ import fsspec
 import yaml
 
 import zerda_core
+from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
 from zerda_core.chunks import AdaptiveChunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
 
@@ -57,7 +58,7 @@ NON_NEGATIVE_INT = _Rule("int", lambda v: _is_int(v) and v >= 0, "an integer >= 
 SIZE = _Rule("int", lambda v: is_size(v, 1), f"an integer in [1, {MAX_SIZE}]")  # the library's rule for sizes
 LENGTH = _Rule("int", lambda v: is_size(v, 0), f"an integer in [0, {MAX_SIZE}]")
 UNIT_INTERVAL = _Rule("float", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
-BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
+BUCKET_WIDTH = _Rule("float", is_bucket_width, BUCKET_WIDTHS)
 NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
 OPTIONAL_NAME = _Rule("str", lambda v: v is None or NAME.check(v), "a non-empty string or null")
 BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")

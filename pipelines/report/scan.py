@@ -18,7 +18,16 @@ from fsspec.core import url_to_fs
 from pyarrow import acero
 
 from pipelines.errors import OutputError
-from pipelines.layout import CHUNK_SUFFIX, MANIFEST_FILE, PARTITION_COLUMN, REJECT_SUFFIX, REJECTS_DIR, SUCCESS_FILE
+from pipelines.layout import (
+    BUCKET_WIDTHS,
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SUFFIX,
+    REJECTS_DIR,
+    SUCCESS_FILE,
+    is_bucket_width,
+)
 from pipelines.redact import bounded, redact_url
 from pipelines.report.model import Group, RejectedFile, Report, Sample, SourceCounts
 from pipelines.settings import OutputSettings
@@ -66,8 +75,8 @@ def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
     if not isinstance(manifest.get("settings", {}).get("output", {}), dict):
         raise OutputError(f"{MANIFEST_FILE} is not zerda's: 'settings.output' is not an object")
     width = manifest.get("settings", {}).get("output", {}).get("bucket_width", OutputSettings().bucket_width)
-    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width <= 1:
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: bucket_width {bounded(repr(width))} is not in (0, 1]")
+    if not is_bucket_width(width):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: bucket_width {bounded(repr(width))} is not {BUCKET_WIDTHS}")
     seconds = manifest.get("timings", {}).get("seconds")
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
         raise OutputError(f"{MANIFEST_FILE} is not zerda's: timings.seconds is not a number")
