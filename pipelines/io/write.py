@@ -62,6 +62,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
+from pipelines.io.identity import refuse_nested_output
 from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
 from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.layout import (
@@ -139,6 +140,7 @@ def prepare_output(output: str) -> None:
         if fs.exists(root) and not fs.isdir(root):  # a file, or a device such as /dev/null
             raise OutputError(f"output {output!r} is a file, not a directory")
         _refuse_a_foreign_folder(fs, root, output)
+        refuse_nested_output(fs, root, output)
         _refuse_foreign_files(fs, root, output)
         fs.makedirs(root, exist_ok=True)
         probe = f"{root}/.zerda-probe-{uuid.uuid4().hex}"
