@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterator
-from functools import cache
 
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
@@ -85,10 +84,8 @@ def _place(real: str) -> tuple[str, str] | None:
     return device, _join(fs_root, _relative(real, point) or "")
 
 
-@cache
 def _mounts() -> tuple[tuple[str, str, str], ...]:
-    """(device, root within its filesystem, mount point) of each mount, in mount order; empty off Linux. Read once
-    a process: a mount made while a launch checks its paths is a race no check wins."""
+    """(device, root within its filesystem, mount point) of each mount, in mount order; empty off Linux."""
     try:
         with open(_MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
             lines = f.read().splitlines()
