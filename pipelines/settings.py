@@ -25,6 +25,7 @@ import yaml
 
 import zerda_core
 from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
+from pipelines.terminal_table import visible
 from zerda_core.chunks import AdaptiveChunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
 
@@ -481,12 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in args:
         try:
             settings = load_settings(path)
-            print(f"{path}: ok, fingerprint {settings.fingerprint}")
+            print(visible(f"{path}: ok, fingerprint {settings.fingerprint}"))
             warning = settings.chunking.chunk_config().size_warning()
             if warning is not None:
-                print(f"{path}: warning: {warning}", file=sys.stderr)
+                print(visible(f"{path}: warning: {warning}"), file=sys.stderr)
         except SettingsError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(visible(f"error: {err}"), file=sys.stderr)
             return 2
     return 0
 
