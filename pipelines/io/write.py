@@ -296,8 +296,13 @@ class _StageParquet(beam.DoFn):
         if part.writer is None:
             part.handle = self._fs.open(f"{self._root}/{part.relative}", "wb")
             schema = self._schema.with_metadata({**(self._schema.metadata or {}), STAGED_KEY: part.relative.encode()})
+            # a CRC per page: `zerda-report --verify` finds the damage an incremental run, reading footers, keeps
             part.writer = pq.ParquetWriter(
-                part.handle, schema, compression=self._compression, use_dictionary=self._dictionary
+                part.handle,
+                schema,
+                compression=self._compression,
+                use_dictionary=self._dictionary,
+                write_page_checksum=True,
             )
         part.writer.write_table(table, row_group_size=len(table))
         part.rows += table.num_rows
@@ -416,7 +421,7 @@ def stage_table(output: str, run_id: str, directory: str, table: pa.Table, suffi
     with fs.open(path, "wb") as f:
         dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
         marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
-        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary)
+        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary, write_page_checksum=True)
     return StagedFile(directory, relative, table.num_rows)
 
 

@@ -1,4 +1,4 @@
-"""``zerda-report OUTPUT [--html FILE [--force]]``: the command line."""
+"""``zerda-report OUTPUT [--html FILE [--force]]`` and ``zerda-report --verify OUTPUT``: the command line."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.report.page import GENERATOR, render_html
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text
+from pipelines.report.verify import render_verification, verify_output
 from pipelines.terminal_table import visible_line, write_stdout
 
 EXIT_REFUSED = 2
+EXIT_DAMAGED = 1
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -33,6 +35,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--force", action="store_true", help="let --html overwrite an existing file that is not a zerda report"
     )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="instead of the report, read every chunk and reject file whole, checking each page's checksum, the"
+        " files' sizes and rows and the manifest's counts: exit 0 when all match, 1 naming each damaged file",
+    )
     parser.add_argument("--version", action="version", version=f"zerda-report {zerda_core.__version__}")
     return parser.parse_args(argv)
 
@@ -42,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     for url in (args.output, args.html or ""):
         remember_credentials(url)  # a storage library may echo them in an error, as a bucket name
+    if args.verify:
+        return _verify(args.output)
     try:
         report = load_report(args.output)
     except OutputError as err:
@@ -59,6 +69,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.html:
         print(f"wrote {visible_line(redact_url(args.html))}", file=sys.stderr)
     return 0
+
+
+def _verify(output: str) -> int:
+    """``--verify``: the verdict on stdout; exit 0 verified, 1 damaged, 2 no output to verify."""
+    try:
+        result = verify_output(output)
+    except OutputError as err:
+        return _refused(str(err))
+    write_stdout(render_verification(redact_url(output), result))
+    return EXIT_DAMAGED if result.problems else 0
 
 
 def _refused(message: str) -> int:

@@ -93,11 +93,9 @@ def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[
     file gone or of another size means the output was changed by hand or half copied: its numbers would
     be wrong, so ``OutputError``.
     """
-    entries = manifest.get("output", {}).get("files")
+    entries = listed_entries(manifest)
     if entries is None:
         return None
-    if not isinstance(entries, list) or not all(_is_entry(entry) for entry in entries):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: output.files is not a list of files in the output")
     present = {posixpath.relpath(path, root): info.get("size") for path, info in fs.find(root, detail=True).items()}
     missing = [
         entry["path"]
@@ -111,6 +109,16 @@ def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[
             f" (e.g. {bounded(missing[0])}), so its numbers would be wrong. Rerun the pipeline into it, then report."
         )
     return [posixpath.join(root, entry["path"]) for entry in entries]
+
+
+def listed_entries(manifest: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The manifest's file entries, each a path inside the output; None when it lists none (an older zerda)."""
+    entries = manifest.get("output", {}).get("files")
+    if entries is None:
+        return None
+    if not isinstance(entries, list) or not all(_is_entry(entry) for entry in entries):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: output.files is not a list of files in the output")
+    return entries
 
 
 def _is_entry(entry: object) -> bool:
