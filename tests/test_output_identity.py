@@ -12,11 +12,15 @@ import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import fsspec
 import pytest
 
+from pipelines.errors import OutputError
 from pipelines.io.expand import InputError, expand_inputs
+from pipelines.io.write import prepare_output
 from pipelines.rechunk import main
 from tests.common import REPO
 from tests.test_reliability_ops import _finished, _snapshot
@@ -116,9 +120,22 @@ def test_an_output_through_a_symlink_into_the_input_is_refused(tmp_path: Path, c
 
 
 def test_a_store_url_is_compared_under_its_canonical_protocol() -> None:
-    pytest.importorskip("s3fs")
     with pytest.raises(InputError, match="is inside input"):
         expand_inputs(["s3a://bucket/corpus"], output="s3://bucket/corpus/out")
+
+
+def test_outputs_nested_on_an_object_store_are_refused() -> None:
+    fs = fsspec.filesystem("memory")
+    root = f"/nested-{uuid.uuid4().hex}"
+    fs.pipe(f"{root}/outer/_SUCCESS", b"")
+    fs.pipe(f"{root}/other/old/_manifest.json", b"{}")
+    fs.pipe(f"{root}/other/_manifest.json", b"{}")
+    with pytest.raises(OutputError, match="is inside the zerda output 'memory:///nested-"):
+        prepare_output(f"memory://{root}/outer/a/inner")
+    with pytest.raises(OutputError, match=r"holds another zerda output below it \(old\)"):
+        prepare_output(f"memory://{root}/other")
+    prepare_output(f"memory://{root}/beside")  # a sibling of both
+    fs.rm(root, recursive=True)
 
 
 def test_an_output_inside_another_zerda_output_is_refused(tmp_path: Path, capsys) -> None:

@@ -91,3 +91,11 @@ def test_verify_refuses_what_is_not_a_finished_output(tmp_path: Path, capsys) ->
     assert report_main(["--verify", str(tmp_path / "nowhere")]) == 2
     captured = capsys.readouterr()
     assert "no output at" in captured.err and not captured.out
+
+
+def test_verify_and_html_are_one_or_the_other(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        report_main(["--verify", str(tmp_path), "--html", str(tmp_path / "page.html")])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "page.html").exists()

@@ -31,11 +31,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="zerda-report", description="Summarise a finished zerda output: buckets, sizes, languages, rejects."
     )
     parser.add_argument("output", help="the pipeline's OUTPUT: a local path or fsspec URL (s3://, gs://, ...)")
-    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (path or fsspec URL)")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (path or fsspec URL)")
     parser.add_argument(
         "--force", action="store_true", help="let --html overwrite an existing file that is not a zerda report"
     )
-    parser.add_argument(
+    action.add_argument(
         "--verify",
         action="store_true",
         help="instead of the report, read every chunk and reject file whole, checking each page's checksum, the"
