@@ -146,14 +146,16 @@ def test_a_store_url_is_compared_under_its_canonical_protocol() -> None:
 def test_outputs_nested_on_an_object_store_are_refused() -> None:
     fs = fsspec.filesystem("memory")
     root = f"/nested-{uuid.uuid4().hex}"
-    fs.pipe(f"{root}/outer/_SUCCESS", b"")
-    fs.pipe(f"{root}/other/old/_manifest.json", b"{}")
-    fs.pipe(f"{root}/other/_manifest.json", b"{}")
+    for output in ("outer", "other/old", "other"):
+        fs.pipe(f"{root}/{output}/_SUCCESS", b"")
+        fs.pipe(f"{root}/{output}/density_bucket=0/part-00000.parquet", b"")
+    fs.pipe(f"{root}/hadoop/_SUCCESS", b"")  # another tool's marker, no zerda dataset beside it
     with pytest.raises(OutputError, match="is inside the zerda output 'memory:///nested-"):
         prepare_output(f"memory://{root}/outer/a/inner")
     with pytest.raises(OutputError, match=r"holds another zerda output below it \(old\)"):
         prepare_output(f"memory://{root}/other")
     prepare_output(f"memory://{root}/beside")  # a sibling of both
+    prepare_output(f"memory://{root}/hadoop/zerda")
     fs.rm(root, recursive=True)
 
 

@@ -130,8 +130,8 @@ def _join(folder: str, relative: str) -> str:
 
 
 def refuse_nested_output(fs: AbstractFileSystem, root: str, output: str) -> None:
-    """OutputError when OUTPUT lies below a folder holding a zerda output (``_manifest.json`` or ``_SUCCESS``),
-    or holds one below it, outside its own dataset folders: either way the outer output's readers would read the
+    """OutputError when OUTPUT lies below a folder holding a zerda output (:func:`_is_zerda_output`), or holds
+    one below it, outside its own dataset folders: either way the outer output's readers would read the
     inner one's chunks as their own. Local folders are walked by the name given and by their real path, so an
     alias of another output is seen through."""
     names = [root, os.path.realpath(root)] if isinstance(fs, LocalFileSystem) else [root]
@@ -139,7 +139,7 @@ def refuse_nested_output(fs: AbstractFileSystem, root: str, output: str) -> None
         for folder in list(_ancestors(name))[1:]:
             if not folder:
                 break  # above an object store's buckets
-            if any(fs.isfile(f"{folder}/{marker}") for marker in _MARKERS):
+            if _is_zerda_output(fs, folder):
                 raise OutputError(
                     f"output {bounded(redact_url(output))!r} is inside the zerda output"
                     f" {bounded(redact_url(fs.unstrip_protocol(folder)))!r}, whose readers"
@@ -169,4 +169,16 @@ def _outputs_below(fs: AbstractFileSystem, root: str) -> list[str]:
         for path in fs.find(entry["name"], withdirs=False):
             if posixpath.basename(path) in _MARKERS:
                 found.add(posixpath.dirname(path))
-    return sorted(found)
+    return sorted(folder for folder in found if _is_zerda_output(fs, folder))
+
+
+def _is_zerda_output(fs: AbstractFileSystem, folder: str) -> bool:
+    """A folder holding a zerda output: ``_manifest.json`` or ``_SUCCESS`` beside a dataset folder (a Hadoop
+    job's ``_SUCCESS`` alone is not one)."""
+    if not any(fs.isfile(f"{folder}/{marker}") for marker in _MARKERS):
+        return False
+    try:
+        names = [posixpath.basename(entry.rstrip("/")) for entry in fs.ls(folder, detail=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return any(is_dataset_entry(name) for name in names)
