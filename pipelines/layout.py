@@ -24,6 +24,21 @@ INDEX_DIR = "_index"
 CHANGES_DIR = "_changes"
 
 
+# Buckets a run may have: each is a folder, a summary row and a histogram bar. Densities are stored with four
+# decimals, so narrower buckets than 1/1000 split hardly anything, while a width of 1e-9 would have the summary
+# and the report walk a billion empty bars.
+MAX_BUCKETS = 1000
+MIN_BUCKET_WIDTH = 1 / MAX_BUCKETS
+
+
+def is_bucket_width(width: object) -> bool:
+    """A width giving at most ``MAX_BUCKETS`` buckets: a number (not a bool, not NaN) in ``[1/MAX_BUCKETS, 1]``."""
+    return isinstance(width, (int, float)) and not isinstance(width, bool) and MIN_BUCKET_WIDTH <= width <= 1
+
+
+BUCKET_WIDTHS = f"a number in [{MIN_BUCKET_WIDTH:g}, 1] (at most {MAX_BUCKETS} density buckets)"
+
+
 # Quotients are rounded to this many decimals before flooring, so that 0.3 / 0.1
 # (2.9999999999999996 in floats) lands in bucket 3 as a reader of the YAML expects.
 _QUOTIENT_DECIMALS = 9
@@ -35,8 +50,8 @@ def _quotient(numerator: float, width: float) -> float:
 
 def n_buckets(width: float) -> int:
     """How many buckets cover densities [0, 1]: ``ceil(1 / width)``; the last may be narrower."""
-    if not 0 < width <= 1:
-        raise ValueError(f"bucket width must be in (0, 1], got {width!r}")
+    if not is_bucket_width(width):
+        raise ValueError(f"bucket width must be {BUCKET_WIDTHS}, got {width!r}")
     return math.ceil(_quotient(1.0, width))
 
 

@@ -64,7 +64,7 @@ from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
-from pipelines.terminal_table import write_stdout
+from pipelines.terminal_table import VisibleFormatter, visible, write_stdout
 from pipelines.worker_log import worker_environment
 
 DEFAULT_OUTPUT = "out/chunks"
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = run(argv)
     except (UsageError, SettingsError, InputError, OutputError, JobError) as error:
-        print(f"zerda: error: {redact_url(str(error))}", file=sys.stderr)
+        print(visible(f"zerda: error: {redact_url(str(error))}"), file=sys.stderr)
         return EXIT_JOB_FAILED if isinstance(error, JobError) else EXIT_USAGE
     except (KeyboardInterrupt, Terminated) as stop:
         logging.disable(logging.NOTSET)
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     if manifest["counts"]["documents_chunked"] == 0:
-        print(f"zerda: error: {nothing_chunked(manifest)}", file=sys.stderr)
+        print(visible(f"zerda: error: {nothing_chunked(manifest)}"), file=sys.stderr)
         return EXIT_NOTHING_CHUNKED
     return 0
 
@@ -439,6 +439,7 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     logging.basicConfig(level=level, format=LOG_FORMAT, force=True)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactCredentials())
+        handler.setFormatter(VisibleFormatter(LOG_FORMAT))
     beam_level = logging.DEBUG if verbose else logging.ERROR if quiet else logging.WARNING
     for name in ("apache_beam", "root"):
         logging.getLogger(name).setLevel(beam_level)

@@ -24,6 +24,8 @@ import fsspec
 import yaml
 
 import zerda_core
+from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
+from pipelines.terminal_table import visible
 from zerda_core.chunks import AdaptiveChunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
 
@@ -57,7 +59,7 @@ NON_NEGATIVE_INT = _Rule("int", lambda v: _is_int(v) and v >= 0, "an integer >= 
 SIZE = _Rule("int", lambda v: is_size(v, 1), f"an integer in [1, {MAX_SIZE}]")  # the library's rule for sizes
 LENGTH = _Rule("int", lambda v: is_size(v, 0), f"an integer in [0, {MAX_SIZE}]")
 UNIT_INTERVAL = _Rule("float", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
-BUCKET_WIDTH = _Rule("float", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
+BUCKET_WIDTH = _Rule("float", is_bucket_width, BUCKET_WIDTHS)
 NAME = _Rule("str", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
 OPTIONAL_NAME = _Rule("str", lambda v: v is None or NAME.check(v), "a non-empty string or null")
 BOOL = _Rule("bool", lambda v: isinstance(v, bool), "true or false")
@@ -480,12 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in args:
         try:
             settings = load_settings(path)
-            print(f"{path}: ok, fingerprint {settings.fingerprint}")
+            print(visible(f"{path}: ok, fingerprint {settings.fingerprint}"))
             warning = settings.chunking.chunk_config().size_warning()
             if warning is not None:
-                print(f"{path}: warning: {warning}", file=sys.stderr)
+                print(visible(f"{path}: warning: {warning}"), file=sys.stderr)
         except SettingsError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(visible(f"error: {err}"), file=sys.stderr)
             return 2
     return 0
 

@@ -8,7 +8,9 @@ Kept free of Beam and Arrow so both the entry point and ``pipelines.report`` can
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -19,21 +21,53 @@ _EIGHTHS = 8
 MISSING = "–"
 
 
+# What a terminal acts on instead of showing: C0 controls (ESC starts the sequences that retitle, clear or recolour
+# it; BEL, backspace and carriage return hide text), DEL, C1 controls (U+009B is a one-character CSI) and the
+# bidi overrides and isolates, which make a file name read backwards. Newline stays: lines are the layout.
+_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_AND_NEWLINE = re.compile(f"{_CONTROLS.pattern}|\n")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    r"""``text`` for a terminal: each control character written as its escape (``\x1b``, ``\u202e``), so that
+    what a corpus, a file name or an error message holds is shown and never acted on; newlines kept."""
+    return _CONTROLS.sub(_escaped, text)
+
+
+def visible_line(text: str) -> str:
+    """``text`` as one terminal line: :func:`visible`, and newlines escaped too (a table cell, a name)."""
+    return _CONTROLS_AND_NEWLINE.sub(_escaped, text)
+
+
+class VisibleFormatter(logging.Formatter):
+    """Log lines for a terminal: messages quote file names, ids and errors, which may hold escape sequences."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
 def write_stdout(text: str) -> None:
-    """Write ``text`` to standard output; when the reader has gone (``| head``), drop the rest quietly.
+    """Write ``text`` to standard output, its control characters :func:`visible`; when the reader has gone
+    (``| head``), drop the rest quietly.
 
     Without this the pipe's early close ends the command in a BrokenPipeError traceback. Python
     would fail again flushing stdout at exit, so the descriptor is pointed at /dev/null instead.
     """
     try:
-        sys.stdout.write(text)
+        sys.stdout.write(visible(text))
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def format_cell(value: object) -> str:
-    """Numbers with thousands separators, ``None`` as a dash, anything else as ``str``."""
+    """Numbers with thousands separators, ``None`` as a dash, anything else as ``str`` on one visible line
+    (escaped before the columns are measured, so they stay aligned)."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -42,7 +76,7 @@ def format_cell(value: object) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.2f}"
-    return str(value)
+    return visible_line(str(value))
 
 
 def is_numeric(value: object) -> bool:

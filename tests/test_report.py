@@ -294,7 +294,7 @@ def refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         ("[1, 2]", "its JSON is an array, not an object"),
         ("null", "its JSON is null, not an object"),
         ('{"counts": 5}', "'counts' is not an object"),
-        ('{"settings": {"output": {"bucket_width": 0}}}', "bucket_width 0 is not in (0, 1]"),
+        ('{"settings": {"output": {"bucket_width": 0}}}', "bucket_width 0 is not a number in [0.001, 1]"),
         ('{"settings": {"output": []}}', "'settings.output' is not an object"),
         ('{"timings": {"seconds": "soon"}}', "timings.seconds is not a number"),
         ('{"output": {"files": [{"path": "../../etc/passwd"}]}}', "output.files is not a list of files"),

@@ -27,6 +27,7 @@ CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
 SIZE_RULE = "an integer in [1, 2147483647]"
+BUCKET_RULE = "output.bucket_width must be a number in [0.001, 1] (at most 1000 density buckets),"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -181,10 +182,10 @@ def test_integer_and_float_spellings_give_one_fingerprint() -> None:
             "chunking.technical_threshold must be a number in [0, 1], got 1.5 (float)",
         ),
         ({"chunking": {"language": ""}}, "chunking.language must be a non-empty string, got '' (str)"),
-        ({"output": {"bucket_width": 0}}, "output.bucket_width must be a number in (0, 1], got 0 (int)"),
-        ({"output": {"bucket_width": 1.5}}, "output.bucket_width must be a number in (0, 1], got 1.5 (float)"),
-        ({"output": {"bucket_width": -0.1}}, "output.bucket_width must be a number in (0, 1], got -0.1 (float)"),
-        ({"output": {"bucket_width": "0.1"}}, "output.bucket_width must be a number in (0, 1], got '0.1' (str)"),
+        ({"output": {"bucket_width": 0}}, BUCKET_RULE + " got 0 (int)"),
+        ({"output": {"bucket_width": 1.5}}, BUCKET_RULE + " got 1.5 (float)"),
+        ({"output": {"bucket_width": -0.1}}, BUCKET_RULE + " got -0.1 (float)"),
+        ({"output": {"bucket_width": "0.1"}}, BUCKET_RULE + " got '0.1' (str)"),
         ({"output": {"compression": "lzo"}}, "output.compression must be one of 'zstd', 'snappy'"),
         ({"output": {"max_rows_per_file": 0}}, "output.max_rows_per_file must be a positive integer, got 0 (int)"),
         ({"input": {"encoding_errors": "ignore"}}, "input.encoding_errors must be one of 'strict', 'replace'"),

@@ -26,6 +26,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
 
+from pipelines.io.identity import local_paths_below
 from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN
 from pipelines.redact import bounded, redact_url, remember_credentials
 
@@ -117,6 +118,8 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
     A rerun would read its previous chunks back as corpus and double them. The check asks whether
     a chunk file's path, or a folder above it (a matched folder stands for all below), matches the
     pattern, with the same rules as the expansion: fsspec's glob syntax, ``.``/``_`` names skipped.
+    A local output is asked under each name it has below the input's root (a bind mount, a symlink:
+    :func:`pipelines.io.identity.local_paths_below`); an object store's under its canonical URL.
     """
     try:
         fs_in, path_in = url_to_fs(pattern)
@@ -125,26 +128,33 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
         return
     if fs_in.protocol != fs_out.protocol:
         return
-    local = isinstance(fs_in, LocalFileSystem)
     has_magic = glob.has_magic(path_in) and not fs_in.exists(path_in)  # an existing path is read as named
     root = glob_root(path_in) if has_magic else path_in
-    if local:
+    outputs = [path_out]
+    if isinstance(fs_in, LocalFileSystem):
         real_root = os.path.realpath(root or "/")
         path_in, root = real_root + path_in[len(root) :], real_root
-        path_out = os.path.realpath(path_out)
-    chunk_file = f"{path_out.rstrip('/')}/{PARTITION_COLUMN}=0/part-0{CHUNK_SUFFIX}"
-    if not chunk_file.startswith(root.rstrip("/") + "/"):
-        return
-    parts = chunk_file[len(root.rstrip("/")) + 1 :].split("/")
-    if any(part.startswith((".", "_")) for part in parts):
-        return
-    matches = re.compile(glob_translate(path_in)).match if has_magic else None
-    prefixes = ["/".join([root.rstrip("/"), *parts[: i + 1]]) for i in range(len(parts))]
-    if matches is None or any(matches(prefix) for prefix in prefixes):
+        outputs = local_paths_below(real_root, path_out)
+    if any(_reads_output(path_in, root, has_magic, path) for path in outputs):
         raise InputError(
             f"output {bounded(redact_url(output))!r} is inside input {bounded(redact_url(pattern))!r}:"
             " a rerun would read its own chunks back as corpus; write the output elsewhere"
         )
+
+
+def _reads_output(path_in: str, root: str, has_magic: bool, path_out: str) -> bool:
+    """Whether the pattern ``path_in`` (its folder ``root``) matches a chunk file of ``path_out`` or a folder above."""
+    chunk_file = f"{path_out.rstrip('/')}/{PARTITION_COLUMN}=0/part-0{CHUNK_SUFFIX}"
+    if not chunk_file.startswith(root.rstrip("/") + "/"):
+        return False
+    parts = chunk_file[len(root.rstrip("/")) + 1 :].split("/")
+    if any(part.startswith((".", "_")) for part in parts):
+        return False
+    if not has_magic:
+        return True
+    matches = re.compile(glob_translate(path_in)).match
+    prefixes = ["/".join([root.rstrip("/"), *parts[: i + 1]]) for i in range(len(parts))]
+    return any(matches(prefix) for prefix in prefixes)
 
 
 def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:

@@ -62,6 +62,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
+from pipelines.io.identity import refuse_nested_output
 from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
 from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.layout import (
@@ -139,6 +140,7 @@ def prepare_output(output: str) -> None:
         if fs.exists(root) and not fs.isdir(root):  # a file, or a device such as /dev/null
             raise OutputError(f"output {output!r} is a file, not a directory")
         _refuse_a_foreign_folder(fs, root, output)
+        refuse_nested_output(fs, root, output)
         _refuse_foreign_files(fs, root, output)
         fs.makedirs(root, exist_ok=True)
         probe = f"{root}/.zerda-probe-{uuid.uuid4().hex}"
@@ -294,8 +296,13 @@ class _StageParquet(beam.DoFn):
         if part.writer is None:
             part.handle = self._fs.open(f"{self._root}/{part.relative}", "wb")
             schema = self._schema.with_metadata({**(self._schema.metadata or {}), STAGED_KEY: part.relative.encode()})
+            # a CRC per page: `zerda-report --verify` finds the damage an incremental run, reading footers, keeps
             part.writer = pq.ParquetWriter(
-                part.handle, schema, compression=self._compression, use_dictionary=self._dictionary
+                part.handle,
+                schema,
+                compression=self._compression,
+                use_dictionary=self._dictionary,
+                write_page_checksum=True,
             )
         part.writer.write_table(table, row_group_size=len(table))
         part.rows += table.num_rows
@@ -414,7 +421,7 @@ def stage_table(output: str, run_id: str, directory: str, table: pa.Table, suffi
     with fs.open(path, "wb") as f:
         dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
         marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
-        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary)
+        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary, write_page_checksum=True)
     return StagedFile(directory, relative, table.num_rows)
 
 

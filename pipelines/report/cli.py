@@ -1,22 +1,29 @@
-"""``zerda-report OUTPUT [--html FILE]``: the command line."""
+"""``zerda-report OUTPUT [--html FILE [--force]]`` and ``zerda-report --verify OUTPUT``: the command line."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import posixpath
 import sys
 from collections.abc import Sequence
 
 import fsspec
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 import zerda_core
 from pipelines.errors import OutputError
+from pipelines.io.identity import local_paths_below
 from pipelines.redact import bounded, redact_url, remember_credentials
-from pipelines.report.page import render_html
+from pipelines.report.page import GENERATOR, render_html
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text
-from pipelines.terminal_table import write_stdout
+from pipelines.report.verify import render_verification, verify_output
+from pipelines.terminal_table import visible_line, write_stdout
 
 EXIT_REFUSED = 2
+EXIT_DAMAGED = 1
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -24,7 +31,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="zerda-report", description="Summarise a finished zerda output: buckets, sizes, languages, rejects."
     )
     parser.add_argument("output", help="the pipeline's OUTPUT: a local path or fsspec URL (s3://, gs://, ...)")
-    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (path or fsspec URL)")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (path or fsspec URL)")
+    parser.add_argument(
+        "--force", action="store_true", help="let --html overwrite an existing file that is not a zerda report"
+    )
+    action.add_argument(
+        "--verify",
+        action="store_true",
+        help="instead of the report, read every chunk and reject file whole, checking each page's checksum, the"
+        " files' sizes and rows and the manifest's counts: exit 0 when all match, 1 naming each damaged file",
+    )
     parser.add_argument("--version", action="version", version=f"zerda-report {zerda_core.__version__}")
     return parser.parse_args(argv)
 
@@ -34,11 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     for url in (args.output, args.html or ""):
         remember_credentials(url)  # a storage library may echo them in an error, as a bucket name
+    if args.verify:
+        return _verify(args.output)
     try:
         report = load_report(args.output)
     except OutputError as err:
         return _refused(str(err))
     if args.html:  # written before anything is printed: a page that cannot be written is one error line
+        why = _refuse_html_target(args.html, args.output, args.force)
+        if why is not None:
+            return _refused(why)
         try:
             with fsspec.open(args.html, "w", encoding="utf-8") as f:
                 f.write(render_html(report))
@@ -46,12 +68,55 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _refused(f"cannot write --html {args.html}: {type(err).__name__}: {err}")
     write_stdout(render_text(report))
     if args.html:
-        print(f"wrote {redact_url(args.html)}", file=sys.stderr)
+        print(f"wrote {visible_line(redact_url(args.html))}", file=sys.stderr)
     return 0
+
+
+def _verify(output: str) -> int:
+    """``--verify``: the verdict on stdout; exit 0 verified, 1 damaged, 2 no output to verify."""
+    try:
+        result = verify_output(output)
+    except OutputError as err:
+        return _refused(str(err))
+    write_stdout(render_verification(redact_url(output), result))
+    return EXIT_DAMAGED if result.problems else 0
 
 
 def _refused(message: str) -> int:
     """One ``zerda-report:`` line on stderr, credentials removed; the exit code for "nothing to report"."""
     line = " ".join(redact_url(message).split())
-    print(f"zerda-report: {bounded(line, 600)}", file=sys.stderr)
+    print(f"zerda-report: {visible_line(bounded(line, 600))}", file=sys.stderr)
     return EXIT_REFUSED
+
+
+_SNIFF_BYTES = 4096  # a page's head, where its generator is named
+
+
+def _refuse_html_target(html: str, output: str, force: bool) -> str | None:
+    """Why ``--html`` must not be written, or None: a path inside OUTPUT (by any name: the page would replace
+    its ``_manifest.json`` or land among its files), or an existing file that is not a zerda report, unless
+    ``force`` (a typo would destroy another file)."""
+    try:
+        fs, path = url_to_fs(html)
+        fs_out, root = url_to_fs(output)
+    except (ValueError, ImportError):  # an unknown protocol: the write says so
+        return None
+    if fs.protocol == fs_out.protocol:
+        root = posixpath.normpath(root)
+        local = isinstance(fs, LocalFileSystem)
+        names = local_paths_below(os.path.realpath(root), path) if local else [posixpath.normpath(path)]
+        root = os.path.realpath(root) if local else root
+        if any(name == root or name.startswith(root.rstrip("/") + "/") for name in names):
+            return f"--html {html} is inside the output being reported ({output}): write the page elsewhere"
+    if force:
+        return None
+    try:
+        if not fs.isfile(path):
+            return None  # new, or a folder: the write says so
+        with fs.open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES).decode("utf-8", "replace")
+    except Exception:  # unreadable: the write says why
+        return None
+    if f'<meta name="generator" content="{GENERATOR}">' in head or "<title>zerda report · " in head:
+        return None
+    return f"--html {html} exists and is not a zerda report: give a new path, or --force to overwrite it"

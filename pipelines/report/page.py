@@ -151,6 +151,9 @@ def _html_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, tot
     return f"<table><thead><tr>{cells('th', headers)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+GENERATOR = "zerda-report"  # in every page's head: what --html may overwrite without --force
+
+
 def render_html(report: Report) -> str:
     """A self-contained page: inline CSS and SVG, no scripts, nothing fetched."""
     cards = "".join(
@@ -161,6 +164,7 @@ def render_html(report: Report) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="{GENERATOR}">
 <title>zerda report · {html.escape(report.output)}</title>
 <style>{_CSS}</style></head>
 <body><main>

@@ -18,7 +18,16 @@ from fsspec.core import url_to_fs
 from pyarrow import acero
 
 from pipelines.errors import OutputError
-from pipelines.layout import CHUNK_SUFFIX, MANIFEST_FILE, PARTITION_COLUMN, REJECT_SUFFIX, REJECTS_DIR, SUCCESS_FILE
+from pipelines.layout import (
+    BUCKET_WIDTHS,
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECT_SUFFIX,
+    REJECTS_DIR,
+    SUCCESS_FILE,
+    is_bucket_width,
+)
 from pipelines.redact import bounded, redact_url
 from pipelines.report.model import Group, RejectedFile, Report, Sample, SourceCounts
 from pipelines.settings import OutputSettings
@@ -66,8 +75,8 @@ def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
     if not isinstance(manifest.get("settings", {}).get("output", {}), dict):
         raise OutputError(f"{MANIFEST_FILE} is not zerda's: 'settings.output' is not an object")
     width = manifest.get("settings", {}).get("output", {}).get("bucket_width", OutputSettings().bucket_width)
-    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width <= 1:
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: bucket_width {bounded(repr(width))} is not in (0, 1]")
+    if not is_bucket_width(width):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: bucket_width {bounded(repr(width))} is not {BUCKET_WIDTHS}")
     seconds = manifest.get("timings", {}).get("seconds")
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
         raise OutputError(f"{MANIFEST_FILE} is not zerda's: timings.seconds is not a number")
@@ -84,11 +93,9 @@ def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[
     file gone or of another size means the output was changed by hand or half copied: its numbers would
     be wrong, so ``OutputError``.
     """
-    entries = manifest.get("output", {}).get("files")
+    entries = listed_entries(manifest)
     if entries is None:
         return None
-    if not isinstance(entries, list) or not all(_is_entry(entry) for entry in entries):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: output.files is not a list of files in the output")
     present = {posixpath.relpath(path, root): info.get("size") for path, info in fs.find(root, detail=True).items()}
     missing = [
         entry["path"]
@@ -102,6 +109,16 @@ def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[
             f" (e.g. {bounded(missing[0])}), so its numbers would be wrong. Rerun the pipeline into it, then report."
         )
     return [posixpath.join(root, entry["path"]) for entry in entries]
+
+
+def listed_entries(manifest: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The manifest's file entries, each a path inside the output; None when it lists none (an older zerda)."""
+    entries = manifest.get("output", {}).get("files")
+    if entries is None:
+        return None
+    if not isinstance(entries, list) or not all(_is_entry(entry) for entry in entries):
+        raise OutputError(f"{MANIFEST_FILE} is not zerda's: output.files is not a list of files in the output")
+    return entries
 
 
 def _is_entry(entry: object) -> bool:

@@ -1,0 +1,111 @@
+"""``zerda-report --verify OUTPUT``: read every byte of a finished output's data and check it.
+
+A run checks what it commits from the files' footers (rows, the staged path), and an incremental run keeps the
+previous chunk files where they are, reading only their footers: a byte flipped inside a page (a bad sector, a
+copy gone wrong) keeps the size and the footer, and nothing would see it. Here every chunk and reject file the
+manifest lists is decoded whole with each page's CRC checked (zerda writes one per page), its rows and size
+compared with the manifest's entry, and the rows of each folder with the manifest's counts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+import pyarrow.parquet as pq
+
+from pipelines.errors import OutputError
+from pipelines.io.ownership import is_dataset_entry
+from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR
+from pipelines.redact import bounded
+from pipelines.report.scan import listed_entries, open_output, read_manifest
+
+_BATCH_ROWS = 4096  # rows decoded at once: memory follows a batch, not a file
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What ``--verify`` found: the files and rows read, and one line per problem (the file first)."""
+
+    files: int
+    rows: int
+    problems: tuple[str, ...]
+
+
+def verify_output(url: str) -> Verification:
+    """Read and check a finished output; ``OutputError`` when there is none, or its manifest lists no files."""
+    fs, root = open_output(url)
+    manifest = read_manifest(fs, root)
+    listed = listed_entries(manifest)
+    if listed is None:
+        raise OutputError(f"{MANIFEST_FILE} lists no files (an output of an older zerda): rerun into it to verify")
+    entries = {entry["path"]: entry for entry in listed}
+    problems: list[str] = []
+    rows: dict[str, int] = defaultdict(int)
+    total = 0
+    for relative, entry in sorted(entries.items()):
+        read, problem = _read_whole(fs, f"{root}/{relative}", entry)
+        if problem is not None:
+            problems.append(f"{relative}: {problem}")
+        rows[relative.split("/", 1)[0]] += read
+        total += read
+    problems += _count_problems(rows, manifest["counts"])
+    problems += [f"{relative}: not listed in {MANIFEST_FILE}" for relative in _unlisted(fs, root, entries)]
+    return Verification(len(entries), total, tuple(problems))
+
+
+def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, Any]) -> tuple[int, str | None]:
+    """The rows of one listed file, decoded whole with page checksums checked, and what is wrong with it."""
+    try:
+        size = fs.size(path)
+        with fs.open(path, "rb") as f:
+            parquet = pq.ParquetFile(f, page_checksum_verification=True)
+            read = sum(batch.num_rows for batch in parquet.iter_batches(batch_size=_BATCH_ROWS))
+    except FileNotFoundError:
+        return 0, "missing"
+    except Exception as err:  # Arrow's checksum, decoding and thrift errors, or the storage's own
+        return 0, f"unreadable ({type(err).__name__}: {bounded(str(err), 200)})"
+    if entry.get("bytes") is not None and size != entry["bytes"]:
+        return read, f"{size:,} bytes, the manifest says {entry['bytes']:,}"
+    if entry.get("rows") is not None and read != entry["rows"]:
+        return read, f"{read:,} rows, the manifest says {entry['rows']:,}"
+    return read, None
+
+
+def _count_problems(rows: Mapping[str, int], counts: Mapping[str, Any]) -> list[str]:
+    """Each bucket folder's rows against ``chunks_by_bucket``, and the rejects against their counts."""
+    expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts.get("chunks_by_bucket", {}).items()}
+    expected[REJECTS_DIR] = sum(counts.get("rejects", {}).values())
+    found = {folder: n for folder, n in rows.items() if folder not in (INDEX_DIR, CHANGES_DIR)}
+    return [
+        f"{folder}/: {found.get(folder, 0):,} rows, the manifest counts {expected.get(folder, 0):,}"
+        for folder in sorted({*found, *expected})
+        if found.get(folder, 0) != expected.get(folder, 0)
+    ]
+
+
+def _unlisted(fs: fsspec.AbstractFileSystem, root: str, entries: Mapping[str, Any]) -> list[str]:
+    """Files in the dataset folders the manifest does not list, which the dataset's readers would read too
+    (hidden names, which they skip, left out)."""
+    found = []
+    for entry in fs.ls(root, detail=False):
+        name = posixpath.basename(entry.rstrip("/"))
+        if not is_dataset_entry(name) or not fs.isdir(entry):
+            continue
+        for path in fs.find(entry):
+            relative = posixpath.relpath(path, root)
+            if relative not in entries and not any(p.startswith((".", "_")) for p in relative.split("/")[1:]):
+                found.append(relative)
+    return sorted(found)
+
+
+def render_verification(url: str, result: Verification) -> str:
+    """The lines ``--verify`` prints: one ``verified`` line, or each problem."""
+    if not result.problems:
+        return f"verified {url}: {result.files:,} files, {result.rows:,} rows; page checksums, sizes and counts match\n"
+    lines = [f"damaged {url}: {len(result.problems):,} problem(s)", *(f"  {p}" for p in result.problems)]
+    return "\n".join(lines) + "\n"
