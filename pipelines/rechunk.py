@@ -16,6 +16,9 @@ unchanged since the previous output skip it and keep their rows; every run write
 
 from __future__ import annotations
 
+import pipelines.quiet_beam  # noqa: F401  (first: imports Beam without its import-time warning)
+
+# isort: split
 import argparse
 import atexit
 import contextlib
@@ -39,6 +42,7 @@ from apache_beam.runners.direct.direct_runner import DirectRunner
 from apache_beam.runners.runner import PipelineResult, PipelineRunner
 
 import zerda_core
+from pipelines import redact
 from pipelines.chunking import ChunkDocuments
 from pipelines.endpoints import check_endpoint, job_failure
 from pipelines.errors import JobError, OutputError, UsageError
@@ -237,6 +241,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: the exit code of one run (a library caller wants :func:`run`)."""
+    redact.install()  # the command's process, not an import of zerda: a library caller's hooks stay theirs
     atexit.unregister(gc.freeze)  # once, however often main runs in one process
     atexit.register(gc.freeze)  # the heap left at exit is freed with the process, not collected first
     try:

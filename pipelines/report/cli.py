@@ -10,7 +10,7 @@ import fsspec
 
 import zerda_core
 from pipelines.errors import OutputError
-from pipelines.redact import bounded, redact_url, remember_credentials
+from pipelines.redact import bounded, install, redact_url, remember_credentials
 from pipelines.report.page import render_html
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text
@@ -31,6 +31,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report (and write the page); exit code 2 when there is no finished output."""
+    install()  # the command's process, not an import of zerda: a library caller's hooks stay theirs
     args = parse_args(argv)
     for url in (args.output, args.html or ""):
         remember_credentials(url)  # a storage library may echo them in an error, as a bucket name
