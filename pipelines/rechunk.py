@@ -65,7 +65,7 @@ from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
-from pipelines.redact import RedactCredentials, redact_url
+from pipelines.redact import RedactCredentials, redact_url, remember_arguments
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import write_stdout
@@ -198,6 +198,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     Every argument and setting is checked, and OUTPUT's lease taken, before anything in OUTPUT changes;
     the previous output stays finished until this run's commit replaces it.
     """
+    remember_arguments(sys.argv[1:] if argv is None else argv)  # before any parser can echo a credential
     args, options, runner = parse_arguments(build_parser(), argv)
     _configure_logging(args.quiet, args.verbose)
     worker_levels = _worker_logging(options, args.quiet, args.verbose)
