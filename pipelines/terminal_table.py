@@ -8,6 +8,7 @@ Kept free of Beam and Arrow so both the entry point and ``pipelines.report`` can
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,17 +20,26 @@ _EIGHTHS = 8
 MISSING = "–"
 
 
-def write_stdout(text: str) -> None:
-    """Write ``text`` to standard output; when the reader has gone (``| head``), drop the rest quietly.
+def write_stdout(text: str) -> bool:
+    """Write ``text`` to standard output, best effort; False when it could not all be written.
 
-    Without this the pipe's early close ends the command in a BrokenPipeError traceback. Python
-    would fail again flushing stdout at exit, so the descriptor is pointed at /dev/null instead.
+    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes. When the
+    reader has gone (``| head``) or the stream fails (``> /dev/full``), the rest is dropped and the
+    descriptor is pointed at /dev/null: Python would fail again flushing stdout at exit, with a traceback.
+    A broken pipe is the reader's choice and counts as written.
     """
+    stream = sys.stdout
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        stream.write(text)
+        stream.flush()
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except OSError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        return False
+    return True
 
 
 def format_cell(value: object) -> str:

@@ -17,6 +17,7 @@ from pipelines.report.text import render_text
 from pipelines.terminal_table import write_stdout
 
 EXIT_REFUSED = 2
+EXIT_NOT_PRINTED = 1
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -30,7 +31,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the report (and write the page); exit code 2 when there is no finished output."""
+    """Print the report (and write the page); exit code 2 when there is no finished output, 1 when stdout
+    fails (a full disk)."""
     install()  # the command's process, not an import of zerda: a library caller's hooks stay theirs
     args = parse_args(argv)
     for url in (args.output, args.html or ""):
@@ -45,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f.write(render_html(report))
         except Exception as err:  # a folder, a denied path, an unknown protocol, a storage library's own error
             return _refused(f"cannot write --html {args.html}: {type(err).__name__}: {err}")
-    write_stdout(render_text(report))
+    if not write_stdout(render_text(report)):  # the report is the command's output: not printed is a failure
+        print("zerda-report: the report could not be written to stdout", file=sys.stderr)
+        return EXIT_NOT_PRINTED
     if args.html:
         print(f"wrote {redact_url(args.html)}", file=sys.stderr)
     return 0
