@@ -140,8 +140,9 @@ def remember_arguments(argv: list[str]) -> None:
     for index, argument in enumerate(argv):
         remember_credentials(argument)
         name, equals, value = argument.partition("=")
+        following = argv[index + 1] if index + 1 < len(argv) else "-"
         if name.startswith("-") and is_secret_name(name):
-            _remember(value if equals else argv[index + 1] if index + 1 < len(argv) else "")
+            _remember(value if equals else "" if following.startswith("-") else following)  # not the next option
 
 
 def _remember(*secrets: str) -> None:

@@ -218,6 +218,8 @@ def test_remembered_command_line_secrets_are_replaced_in_any_shape() -> None:
     assert redact.redact_url(f"['--s3_secret_access_key', '{value}'] RememberedSig0Value14") == (
         "['--s3_secret_access_key', '***'] ***"
     )
+    redact.remember_arguments(["--s3_session_token", "--output", "out/chunks"])  # a value missing: no secret
+    assert redact.redact_url("--output out/chunks") == "--output out/chunks"
 
 
 _ADVERSARIAL = """
