@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: PipelineOptions) -> None:
-    """Run the pipeline and wait for it; stopped by Ctrl-C or SIGTERM (see ``_interruptible``), a job on a
+    """Run the pipeline and wait for it; stopped by Ctrl-C, SIGTERM or SIGHUP (see ``_interruptible``), a job on a
     cluster is cancelled, so that it does not go on running without its launcher (and its lease). A job on
     a cluster that cannot start or fails is a JobError: the launcher's traceback would only show Beam's
     client code (the DirectRunner's failures keep theirs, with the worker's traceback in them)."""
@@ -339,12 +339,12 @@ _POLL_SECONDS = 0.05  # how long the end of the work may wait to be seen: a run 
 
 
 def _interruptible(work: Callable[[], object], local: bool) -> None:
-    """Run ``work`` so that Ctrl-C or SIGTERM reaches the launcher only: it kills the workers, then raises
-    KeyboardInterrupt (SIGINT) or Terminated (SIGTERM), and the run's staging and lease go with it.
+    """Run ``work`` so that Ctrl-C, SIGTERM or SIGHUP reaches the launcher only: it kills the workers, then
+    raises KeyboardInterrupt (SIGINT) or Terminated (the others), and the run's staging and lease go with it.
 
     The thread and signal masks below are for a ``local`` runner only (the DirectRunner, whose worker
-    processes share the terminal). Other runners run ``work`` on the main thread, with only a SIGTERM
-    handler that raises Terminated: their workers are elsewhere, and a portable runner's job server
+    processes share the terminal). Other runners run ``work`` on the main thread, with only SIGTERM and SIGHUP
+    handlers that raise Terminated: their workers are elsewhere, and a portable runner's job server
     installs its own SIGINT handler, which Python allows on the main thread only.
 
     Ctrl-C signals the terminal's whole process group, and each Beam worker process would print its own
@@ -352,7 +352,8 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
     inherit the ignored disposition across exec, so Python never turns it into KeyboardInterrupt in them,
     while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
     is ignored). SIGTERM is treated alike: a scheduler may send it to every process of the job (systemd
-    stops a whole cgroup), and the workers, ignoring it, leave the launcher to end them.
+    stops a whole cgroup), and the workers, ignoring it, leave the launcher to end them; so is SIGHUP, which
+    a closed terminal or SSH session sends to every process of the job (each worker printed gRPC tracebacks).
     """
     if threading.current_thread() is not threading.main_thread():
         work()
