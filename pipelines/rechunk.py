@@ -353,7 +353,7 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
     while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
     is ignored). SIGTERM is treated alike: a scheduler may send it to every process of the job (systemd
     stops a whole cgroup), and the workers, ignoring it, leave the launcher to end them; so is SIGHUP, which
-    a closed terminal or SSH session sends to every process of the job (each worker printed gRPC tracebacks).
+    a closed terminal or SSH session sends to every process of the job (a worker it reached prints gRPC tracebacks).
     """
     if threading.current_thread() is not threading.main_thread():
         work()
