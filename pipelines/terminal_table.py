@@ -8,6 +8,7 @@ Kept free of Beam and Arrow so both the entry point and ``pipelines.report`` can
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
@@ -26,19 +27,20 @@ def write_stdout(text: str) -> bool:
     Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes. When the
     reader has gone (``| head``) or the stream fails (``> /dev/full``), the rest is dropped and the
     descriptor is pointed at /dev/null: Python would fail again flushing stdout at exit, with a traceback.
-    A broken pipe is the reader's choice and counts as written.
+    A broken pipe is the reader's choice and counts as written; a closed stdout (``>&-``) does not.
     """
     stream = sys.stdout
+    if stream is None:  # started with descriptor 1 closed
+        return False
     if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
         stream.reconfigure(errors="backslashreplace")
     try:
         stream.write(text)
         stream.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-    except OSError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-        return False
+    except (OSError, ValueError) as err:  # ValueError: a stream closed in this process
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        return isinstance(err, BrokenPipeError)
     return True
 
 

@@ -171,17 +171,21 @@ def arabic_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return corpus
 
 
-def test_a_full_stdout_after_the_commit_exits_0_with_one_line(arabic_corpus: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
+def test_a_failing_stdout_after_the_commit_exits_0_with_one_line(
+    stdout: str, arabic_corpus: Path, tmp_path: Path
+) -> None:
     output = tmp_path / "مخرجات"
     with open("/dev/full", "w") as full:
         run = subprocess.run(
             [sys.executable, "-m", "pipelines.rechunk", "--input", str(arabic_corpus), "--output", str(output)],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=full,
+            stdout=full if stdout == "/dev/full" else None,
             stderr=subprocess.PIPE,
             text=True,
             timeout=600,
+            preexec_fn=None if stdout == "/dev/full" else lambda: os.close(1),  # started as with ``>&-``
         )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr[-3000:]
