@@ -65,7 +65,6 @@ _SECRET_ENDINGS = (
     "passwd",
     "pwd",
     "signature",
-    "sig",
     "credential",
     "credentials",
     "apikey",
@@ -78,8 +77,9 @@ _SECRET_ENDINGS = (
     "connectionstring",
     "authorization",
 )
-# ... and in a query any key (Google's ``?key=``, Azure's ``subscription-key``) and ``auth``.
-_QUERY_SECRET_ENDINGS = (*_SECRET_ENDINGS, "key", "auth")
+# ... and in a query any key (Google's ``?key=``, Azure's ``subscription-key``), ``auth`` and Azure's ``sig``
+# (elsewhere these are ordinary names: a folder ``sig=1/`` in a path).
+_QUERY_SECRET_ENDINGS = (*_SECRET_ENDINGS, "key", "auth", "sig")
 _SECRET_PARTS = ("secret", "password")  # anywhere in the name: ``client_secret_value``
 _remembered: set[str] = set()
 

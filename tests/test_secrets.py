@@ -209,6 +209,7 @@ def test_every_shape_of_a_credential_field_is_redacted() -> None:
     for text, secrets in hidden.items():
         assert not [s for s in secrets if s in redact.redact_url(text)], (text, redact.redact_url(text))
     kept = "tokenizer: package:x size_unit: tokens; key: value; https://h/a.jsonl?version=3&partNumber=2 Error: gone"
+    kept += " /data/sig=1/a.jsonl /data/key=2/b.jsonl"  # Hive-style folders: names, not a query's fields
     assert redact.redact_url(kept) == kept
 
 
