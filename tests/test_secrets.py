@@ -199,7 +199,8 @@ def test_every_shape_of_a_credential_field_is_redacted() -> None:
         "https://h/a.jsonl?X-Amz-Credential=AKIA1%2F2026&X-Amz-Signature=abc1234": ["AKIA1", "abc1234"],
         "not a corpus file type: .jsonl?x-amz-signature=abc1234&x-goog-signature=def5678": ["abc1234", "def5678"],
         "https://h/x?key=AIza99&sig=S1zz&subscription-key=sk12&auth=au12": ["AIza99", "S1zz", "sk12", "au12"],
-        "{'s3_secret_access_key': 'ab/cd+e', 's3_access_key_id': 'AKIA2'}": ["ab/cd+e", "AKIA2"],
+        "{'s3_secret_access_key': 'ab/cd+e', 's3_access_key_id': 'AKIA2'}": ["ab/", "cd+e", "AKIA2"],
+        "{'password': 'two words/x'}": ["two", "words", "/x"],
         r"message: \"{\'s3_session_token\': \'tok999\'}\"": ["tok999"],
         "--s3_secret_access_key=sek123 --azure_connection_string=x;AccountKey=ak12==": ["sek123", "ak12"],
         "{'Authorization': b'AWS4-HMAC-SHA256 Credential=AKIA3/x, Signature=si99'}": ["AKIA3", "si99"],
@@ -210,6 +211,7 @@ def test_every_shape_of_a_credential_field_is_redacted() -> None:
         assert not [s for s in secrets if s in redact.redact_url(text)], (text, redact.redact_url(text))
     kept = "tokenizer: package:x size_unit: tokens; key: value; https://h/a.jsonl?version=3&partNumber=2 Error: gone"
     kept += " /data/sig=1/a.jsonl /data/key=2/b.jsonl"  # Hive-style folders: names, not a query's fields
+    assert redact.redact_url("/data/token=abc/x.jsonl") == "/data/token=***/x.jsonl"  # the folder's value only
     assert redact.redact_url(kept) == kept
 
 
