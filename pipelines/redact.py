@@ -52,12 +52,13 @@ _MIN_USER_CHARS = 16  # a URL's user is a name unless it is as long as an access
 _USERINFO = re.compile(r"(:/{2,}+)[^/@\s]*+@")
 # A name (an option's leading dashes included) at a word start and its separator (``=``, ``:``, quoted as a
 # dict's repr quotes it, escaped again in a relayed line); a quoted value runs to its closing quote (a secret
-# key holds ``/`` and ``+``), another to the next delimiter, ``/`` among them (``Credential=AKIA…/date/…``, a
-# folder ``token=x/`` in a path). A name that is no secret's consumes no value: a field may start inside it
-# (``https://host/?sig=``).
+# key holds ``/`` and ``+``), a query's to the next ``&`` (or ``;``, ``#``, a space), another to the next
+# delimiter, ``/`` among them (``Credential=AKIA…/date/…``, a folder ``token=x/`` in a path). A name that is
+# no secret's consumes no value: a field may start inside it (``https://host/?sig=``).
 _FIELD = re.compile(r"(?<![\w.-])(-{0,2}+[A-Za-z][\w.-]*+)((?:\\?['\"])?\s{0,3}[:=]\s{0,3}(?:b?\\?['\"])?)")
 _VALUE = re.compile(r"[^\s'\"\\,;&#}<>/]++")
 _QUOTED_VALUE = re.compile(r"[^'\"\\\n]++")
+_QUERY_VALUE = re.compile(r"[^\s'\"\\,;&#}<>]++")
 _BEARER = re.compile(r"(Bearer\s{1,3})[\w.~+/=-]++")
 _QUERY_DELIMITERS = "?&;"  # a name after one of these is a query's or a connection string's
 # Flattened names (lower case, letters and digits) ending so are credentials wherever they appear ...
@@ -110,7 +111,7 @@ def _secret_fields(text: str) -> Iterator[tuple[int, int]]:
         in_query = start > 0 and text[start - 1] in _QUERY_DELIMITERS
         if start >= after and is_secret_name(found.group(1), in_query):
             quoted = found.group(2).endswith(("'", '"'))
-            value = (_QUOTED_VALUE if quoted else _VALUE).match(text, found.end())
+            value = (_QUOTED_VALUE if quoted else _QUERY_VALUE if in_query else _VALUE).match(text, found.end())
             if value is not None:
                 after = value.end()
                 yield found.end(), after

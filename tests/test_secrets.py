@@ -201,6 +201,7 @@ def test_every_shape_of_a_credential_field_is_redacted() -> None:
         "https://h/x?key=AIza99&sig=S1zz&subscription-key=sk12&auth=au12": ["AIza99", "S1zz", "sk12", "au12"],
         "{'s3_secret_access_key': 'ab/cd+e', 's3_access_key_id': 'AKIA2'}": ["ab/", "cd+e", "AKIA2"],
         "{'password': 'two words/x'}": ["two", "words", "/x"],
+        "https://h/a?sig=ab/cd%2B&token=ef/gh": ["ab/", "cd%2B", "ef/", "/gh"],
         r"message: \"{\'s3_session_token\': \'tok999\'}\"": ["tok999"],
         "--s3_secret_access_key=sek123 --azure_connection_string=x;AccountKey=ak12==": ["sek123", "ak12"],
         "{'Authorization': b'AWS4-HMAC-SHA256 Credential=AKIA3/x, Signature=si99'}": ["AKIA3", "si99"],
