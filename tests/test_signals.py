@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,7 +98,9 @@ def previous(tmp_path: Path) -> Path:
         ("before", "multi_processing"),
         ("during", "multi_processing"),
         ("after", "multi_processing"),
-        *[("during", "in_memory"), ("before", "in_memory")],
+        ("before", "in_memory"),  # the commit runs in the launcher: stopped between its steps
+        ("during", "in_memory"),
+        ("after", "in_memory"),
     ],
 )
 def test_sigterm_says_what_output_holds_at_that_point_of_the_commit(
@@ -221,3 +224,33 @@ def test_the_report_on_a_full_stdout_fails_in_one_line(previous: Path) -> None:
             timeout=300,
         )
     assert run.returncode == 1 and run.stderr == "zerda-report: the report could not be written to stdout\n", run.stderr
+
+
+def test_a_stopped_commit_in_this_process_takes_no_further_step_and_a_step_under_way_finishes_first() -> None:
+    """In memory the commit runs in the launcher: the stop waits for the step under way (removing ``_SUCCESS``,
+    writing it), so what the line says cannot change after it is said; later steps never run."""
+    from pipelines.io import write
+
+    run_id, steps = write.new_run_id(), []
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_step() -> None:
+        entered.set()
+        release.wait(10)
+        steps.append("retract")
+
+    under_way = threading.Thread(target=write._unless_stopped, args=(run_id, slow_step))
+    under_way.start()
+    entered.wait(10)
+    stopping = threading.Thread(target=write.stop_commit, args=(run_id,))
+    stopping.start()
+    stopping.join(0.3)
+    assert stopping.is_alive()  # waits for the step under way
+    release.set()
+    stopping.join(10)
+    under_way.join(10)
+    assert steps == ["retract"]
+    with pytest.raises(write.CommitStopped):
+        write._unless_stopped(run_id, lambda: steps.append("publish"))
+    assert steps == ["retract"]
+    write._unless_stopped(write.new_run_id(), lambda: steps.append("another run's"))  # only this run is stopped
