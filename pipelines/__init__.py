@@ -1,14 +1,6 @@
-"""pipelines: the Apache Beam side of zerda (reading corpora, chunking, writing Parquet)."""
+"""pipelines: the Apache Beam side of zerda (reading corpora, chunking, writing Parquet).
 
-import logging
-
-from pipelines import redact
-
-
-def _is_not_import_noise(record: logging.LogRecord) -> bool:
-    """Beam warns at import that optional BigQuery clients are missing; zerda never uses them."""
-    return not record.getMessage().startswith("apitools not found")
-
-
-logging.getLogger().addFilter(_is_not_import_noise)
-redact.install()  # every process that runs zerda code (launcher, Beam workers) keeps credentials out of its logs
+Importing any module of it changes nothing process-wide (logging, ``sys.excepthook``): zerda's own
+commands install their hooks as they start (``pipelines.redact.install``, called by the rechunk and
+report commands and by the DirectRunner's worker processes' ``sitecustomize``).
+"""

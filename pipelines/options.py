@@ -31,6 +31,7 @@ from apache_beam.runners.runner import PipelineRunner, create_runner
 
 from pipelines.errors import UsageError
 from pipelines.local_runner import FnApiDirectRunner
+from pipelines.redact import is_secret_name
 
 
 class _RaisingParser(_BeamArgumentParser):
@@ -87,10 +88,11 @@ class _StoreOnce(argparse._StoreAction):
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option: object = None
     ) -> None:
-        given = f"_{self.dest}_given"
+        given, name = f"_{self.dest}_given", option or self.option_strings[0]
         if hasattr(namespace, given) and getattr(namespace, given) != values:
             first, then = getattr(namespace, given), values
-            raise UsageError(f"{option or self.option_strings[0]} given twice ({first!r}, then {then!r}): give it once")
+            shown = "two values" if is_secret_name(str(name)) else f"{first!r}, then {then!r}"  # a credential's
+            raise UsageError(f"{name} given twice ({shown}): give it once")
         setattr(namespace, given, values)
         super().__call__(parser, namespace, values, option)  # type: ignore[arg-type]
 

@@ -4,7 +4,9 @@ With no ``--input`` it chunks the bundled sample corpus into ``./out/chunks``. O
 parser does not know go to Beam (``--runner``, ``--direct_num_workers``, ...), so the same
 ``--config`` runs on the DirectRunner, Dataflow and Flink; an argument Beam does not know either
 is refused (``pipelines.options``). Bad arguments, settings, inputs or outputs, and an OUTPUT another
-run holds, exit with code 2 before anything is written; Ctrl-C exits with 130, SIGTERM with 143.
+run holds, exit with code 2 before anything is written; Ctrl-C exits with 130, SIGTERM with 143, SIGHUP with
+129, each with one line saying what OUTPUT holds then. Once the output is committed the exit code is 0, even
+if the summary cannot be printed (a full disk or a closed stdout: one line on stderr says so).
 
     ReadCorpus ─► ChunkDocuments ─┬─► WriteChunks ──┐
          │                         └─► rejects ─────┼─► WriteRejects ─┐
@@ -16,6 +18,9 @@ unchanged since the previous output skip it and keep their rows; every run write
 
 from __future__ import annotations
 
+import pipelines.quiet_beam  # noqa: F401  (first: imports Beam without its import-time warning)
+
+# isort: split
 import argparse
 import atexit
 import contextlib
@@ -39,6 +44,7 @@ from apache_beam.runners.direct.direct_runner import DirectRunner
 from apache_beam.runners.runner import PipelineResult, PipelineRunner
 
 import zerda_core
+from pipelines import redact
 from pipelines.chunking import ChunkDocuments
 from pipelines.endpoints import check_endpoint, job_failure
 from pipelines.errors import JobError, OutputError, UsageError
@@ -53,15 +59,18 @@ from pipelines.io.write import (
     WriteChunks,
     WriteRejects,
     discard_staging,
+    has_finished_output,
     hold_output,
     new_run_id,
+    output_after_stop,
     prepare_output,
+    stop_commit,
 )
 from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
-from pipelines.redact import RedactCredentials, redact_url
+from pipelines.redact import RedactCredentials, redact_url, remember_arguments
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import VisibleFormatter, visible, write_stdout
@@ -71,15 +80,28 @@ DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
 EXIT_NOTHING_CHUNKED = 1
 EXIT_JOB_FAILED = 1
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command Ctrl-C stopped
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a command a scheduler's SIGTERM stopped
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+# SIGHUP: the terminal or SSH session closed; it stops the run as SIGTERM does (129)
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+_STOP_SIGNALS = {signal.SIGINT, *_TERMINATING}
 log = logging.getLogger("zerda")
 
 
 class Terminated(BaseException):
-    """SIGTERM (a scheduler stopping the job, ``timeout``, ``kill``) reached the launcher: the run stops
-    as for Ctrl-C. A BaseException, like KeyboardInterrupt, so that no ``except Exception`` swallows it."""
+    """SIGTERM (a scheduler stopping the job, ``timeout``, ``kill``) or SIGHUP (a closed terminal) reached the
+    launcher: the run stops as for Ctrl-C. A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Stopped(BaseException):
+    """A stop signal ended the run while it held OUTPUT: the signal, and what OUTPUT holds now, in words."""
+
+    def __init__(self, signum: int, output_state: str) -> None:
+        super().__init__(signum, output_state)
+        self.signum, self.output_state = signum, output_state
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,6 +216,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     Every argument and setting is checked, and OUTPUT's lease taken, before anything in OUTPUT changes;
     the previous output stays finished until this run's commit replaces it.
     """
+    remember_arguments(sys.argv[1:] if argv is None else argv)  # before any parser can echo a credential
     args, options, runner = parse_arguments(build_parser(), argv)
     _configure_logging(args.quiet, args.verbose)
     worker_levels = _worker_logging(options, args.quiet, args.verbose)
@@ -203,7 +226,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
     prepare_output(args.output)
     run_id = new_run_id()
-    with hold_output(args.output, run_id):  # the previous output is read under the lease: no run can change it
+    with hold_output(args.output, run_id), _stops_said(args.output, run_id) as stop:
+        # the previous output is read under the lease: no run can change it
+        stop.had_finished_output = has_finished_output(args.output)
         incremental = args.incremental or settings.output.incremental
         previous = read_previous(args.output, settings.fingerprint, incremental)
         if incremental:
@@ -211,7 +236,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             if unchanged := len(previous.unchanged(files)):
                 log.info("%d of %d file(s) unchanged since the previous output: not read", unchanged, len(files))
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
-        started = datetime.now(timezone.utc)
+        started = stop.started = datetime.now(timezone.utc)
 
         def attempt(pipeline: beam.Pipeline, previous: Previous) -> None:
             build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
@@ -230,13 +255,39 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
     check_accounting(manifest)
-    if not args.quiet:
-        write_stdout(render_summary(manifest) + "\n")
+    if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
+        print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
     return manifest
+
+
+class _StopState:
+    """What a stop signal's line needs to say what OUTPUT holds: whether it had a finished output at launch,
+    and when this run started (its manifest says so once committed)."""
+
+    had_finished_output = True
+    started: datetime | None = None
+
+
+@contextlib.contextmanager
+def _stops_said(output: str, run_id: str) -> Iterator[_StopState]:
+    """Turn a stop signal while the run holds OUTPUT into :class:`Stopped`, saying what OUTPUT holds: the run's
+    commit is stopped first (its workers are gone already), so the answer cannot change after it is given."""
+    state = _StopState()
+    try:
+        yield state
+    except (KeyboardInterrupt, Terminated) as stop:
+        signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
+        stop_commit(run_id)
+        if state.started is None:
+            said = "OUTPUT keeps its previous output" if state.had_finished_output else "nothing was committed"
+        else:
+            said = output_after_stop(output, state.started, state.had_finished_output)
+        raise Stopped(signum, said) from None
 
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: the exit code of one run (a library caller wants :func:`run`)."""
+    redact.install()  # the command's process, not an import of zerda: a library caller's hooks stay theirs
     atexit.unregister(gc.freeze)  # once, however often main runs in one process
     atexit.register(gc.freeze)  # the heap left at exit is freed with the process, not collected first
     try:
@@ -244,14 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, SettingsError, InputError, OutputError, JobError) as error:
         print(visible(f"zerda: error: {redact_url(str(error))}"), file=sys.stderr)
         return EXIT_JOB_FAILED if isinstance(error, JobError) else EXIT_USAGE
-    except (KeyboardInterrupt, Terminated) as stop:
+    except (KeyboardInterrupt, Terminated, Stopped) as stop:
         logging.disable(logging.NOTSET)
-        terminated = isinstance(stop, Terminated)
-        print(
-            f"zerda: {'terminated (SIGTERM)' if terminated else 'interrupted'}; OUTPUT keeps its previous output",
-            file=sys.stderr,
-        )
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        signum = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else stop.signum
+        said = stop.output_state if isinstance(stop, Stopped) else "OUTPUT is as it was"
+        stopped = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        print(f"zerda: {stopped}; {said}", file=sys.stderr)
+        return 128 + signum  # as a shell reports a command a signal stopped: 130 for Ctrl-C, 143 for SIGTERM
     if manifest["counts"]["documents_chunked"] == 0:
         print(visible(f"zerda: error: {nothing_chunked(manifest)}"), file=sys.stderr)
         return EXIT_NOTHING_CHUNKED
@@ -259,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: PipelineOptions) -> None:
-    """Run the pipeline and wait for it; stopped by Ctrl-C or SIGTERM (see ``_interruptible``), a job on a
+    """Run the pipeline and wait for it; stopped by Ctrl-C, SIGTERM or SIGHUP (see ``_interruptible``), a job on a
     cluster is cancelled, so that it does not go on running without its launcher (and its lease). A job on
     a cluster that cannot start or fails is a JobError: the launcher's traceback would only show Beam's
     client code (the DirectRunner's failures keep theirs, with the worker's traceback in them)."""
@@ -289,12 +339,12 @@ _POLL_SECONDS = 0.05  # how long the end of the work may wait to be seen: a run 
 
 
 def _interruptible(work: Callable[[], object], local: bool) -> None:
-    """Run ``work`` so that Ctrl-C or SIGTERM reaches the launcher only: it kills the workers, then raises
-    KeyboardInterrupt (SIGINT) or Terminated (SIGTERM), and the run's staging and lease go with it.
+    """Run ``work`` so that Ctrl-C, SIGTERM or SIGHUP reaches the launcher only: it kills the workers, then
+    raises KeyboardInterrupt (SIGINT) or Terminated (the others), and the run's staging and lease go with it.
 
     The thread and signal masks below are for a ``local`` runner only (the DirectRunner, whose worker
-    processes share the terminal). Other runners run ``work`` on the main thread, with only a SIGTERM
-    handler that raises Terminated: their workers are elsewhere, and a portable runner's job server
+    processes share the terminal). Other runners run ``work`` on the main thread, with only SIGTERM and SIGHUP
+    handlers that raise Terminated: their workers are elsewhere, and a portable runner's job server
     installs its own SIGINT handler, which Python allows on the main thread only.
 
     Ctrl-C signals the terminal's whole process group, and each Beam worker process would print its own
@@ -302,17 +352,19 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
     inherit the ignored disposition across exec, so Python never turns it into KeyboardInterrupt in them,
     while the launcher still receives it with ``sigtimedwait`` (Linux queues a blocked signal even when it
     is ignored). SIGTERM is treated alike: a scheduler may send it to every process of the job (systemd
-    stops a whole cgroup), and the workers, ignoring it, leave the launcher to end them.
+    stops a whole cgroup), and the workers, ignoring it, leave the launcher to end them; so is SIGHUP, which
+    a closed terminal or SSH session sends to every process of the job (a worker it reached prints gRPC tracebacks).
     """
     if threading.current_thread() is not threading.main_thread():
         work()
         return
     if not local:
-        previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        previous_handlers = {signum: signal.signal(signum, _raise_terminated) for signum in _TERMINATING}
         try:
             work()
         finally:
-            signal.signal(signal.SIGTERM, previous_term)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
         return
     failure: list[BaseException] = []
 
@@ -339,13 +391,13 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
         threading.excepthook = lambda _: None  # the runner's threads fail and log as their workers go: not news
         logging.disable(logging.CRITICAL)
         _end_worker_processes()
-        raise KeyboardInterrupt if received == signal.SIGINT else Terminated
+        raise KeyboardInterrupt if received == signal.SIGINT else Terminated(received)
     if failure:
         raise failure[0]
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
+    raise Terminated(signum)
 
 
 def _end_worker_processes() -> None:

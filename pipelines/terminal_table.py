@@ -8,6 +8,8 @@ Kept free of Beam and Arrow so both the entry point and ``pipelines.report`` can
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
@@ -51,18 +53,28 @@ class VisibleFormatter(logging.Formatter):
         return visible(super().format(record))
 
 
-def write_stdout(text: str) -> None:
-    """Write ``text`` to standard output, its control characters :func:`visible`; when the reader has gone
-    (``| head``), drop the rest quietly.
+def write_stdout(text: str) -> bool:
+    """Write ``text`` to standard output, its control characters :func:`visible`, best effort; False when it
+    could not all be written.
 
-    Without this the pipe's early close ends the command in a BrokenPipeError traceback. Python
-    would fail again flushing stdout at exit, so the descriptor is pointed at /dev/null instead.
+    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes. When the
+    reader has gone (``| head``) or the stream fails (``> /dev/full``), the rest is dropped and the
+    descriptor is pointed at /dev/null: Python would fail again flushing stdout at exit, with a traceback.
+    A broken pipe is the reader's choice and counts as written; a closed stdout (``>&-``) does not.
     """
+    stream = sys.stdout
+    if stream is None:  # started with descriptor 1 closed
+        return False
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
     try:
-        sys.stdout.write(visible(text))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stream.write(visible(text))
+        stream.flush()
+    except (OSError, ValueError) as err:  # ValueError: a stream closed in this process
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        return isinstance(err, BrokenPipeError)
+    return True
 
 
 def format_cell(value: object) -> str:

@@ -6,7 +6,8 @@ cannot change, and two lines came out before any of zerda's code ran there: ``im
 Python's default format, and the harness then logs ``Logging handler created.`` at INFO through it
 (zerda's progress lines came out through that handler too). The one hook Python offers before a module
 runs is ``sitecustomize``: :func:`worker_environment` puts ``pipelines/worker_site`` first on the
-workers' ``PYTHONPATH`` and the levels in :data:`ENV`; its ``sitecustomize`` gives the root logger one
+workers' ``PYTHONPATH`` and the levels in :data:`ENV`; its ``sitecustomize`` installs zerda's redaction of
+credentials (``pipelines.redact.install``) before Beam logs its options, gives the root logger one
 stderr handler in the launcher's format, for zerda's records at zerda's level and every other logger's
 at Beam's, then runs the ``sitecustomize`` the environment would have run without it, if any.
 """
@@ -27,13 +28,14 @@ SITE = str(Path(__file__).with_name("worker_site"))
 
 @contextlib.contextmanager
 def worker_environment(levels: tuple[str, str] | None) -> Iterator[None]:
-    """While the pipeline runs, the worker processes it starts log at ``levels`` (Beam's, zerda's; None: as
-    Beam sets them up); then the launcher's environment is as it was."""
-    if levels is None:
-        yield
-        return
+    """While the pipeline runs, the worker processes it starts redact credentials from what they log and
+    log at ``levels`` (Beam's, zerda's; None: as Beam sets them up); then the launcher's environment is as
+    it was."""
     saved = {name: os.environ.get(name) for name in (ENV, "PYTHONPATH")}
-    os.environ[ENV] = json.dumps({"beam": levels[0], "zerda": levels[1], "format": LOG_FORMAT})
+    if levels is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = json.dumps({"beam": levels[0], "zerda": levels[1], "format": LOG_FORMAT})
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SITE, saved["PYTHONPATH"]) if p)
     try:
         yield

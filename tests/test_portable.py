@@ -233,7 +233,10 @@ def test_sigterm_to_the_launcher_cancels_the_job_on_the_job_service(
         assert launcher.wait(60) == 143, log.read_text(errors="replace")
     finally:
         launcher.kill()
-    assert log.read_text().strip().splitlines()[-1] == "zerda: terminated (SIGTERM); OUTPUT keeps its previous output"
+    last = log.read_text().strip().splitlines()[-1]
+    assert (
+        last == "zerda: terminated (SIGTERM); OUTPUT has no finished output (no _SUCCESS); the next run writes it whole"
+    )
     (job,) = jobs.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info
     assert beam_job_api_pb2.JobState.Enum.Name(job.state) in ("CANCELLING", "CANCELLED")
     time.sleep(2)  # what the job might still do, it does without the lease: nothing is committed

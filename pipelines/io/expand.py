@@ -48,6 +48,13 @@ class InputFile:
     size: int | None = field(default=None, compare=False)
     stamp: str | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        """Only ``url`` is opened; the relative path makes ids and the stamp is stored, so neither keeps a
+        credential a signed URL's query holds (``a.jsonl?sig=…`` named as it is)."""
+        object.__setattr__(self, "relative_path", redact_url(self.relative_path))
+        if self.stamp is not None:
+            object.__setattr__(self, "stamp", redact_url(self.stamp))
+
 
 def sample_corpus_glob() -> str:
     """Where the bundled sample corpus is, from a checkout or an installed package."""

@@ -40,7 +40,11 @@ Reader = Callable[[io.BufferedReader, FileContext], Iterator[SourceRecord | Reje
 
 
 def split_suffixes(url: str) -> tuple[str, str]:
-    """(format suffix, compression suffix or ""), lower-cased: ``a.JSONL.gz`` -> (".jsonl", ".gz")."""
+    """(format suffix, compression suffix or ""), lower-cased: ``a.JSONL.gz`` -> (".jsonl", ".gz"). An HTTP
+    URL's query is no part of its name (a signed URL: ``a.jsonl?X-Amz-Signature=…``); elsewhere ``?`` is a
+    character of a file's name."""
+    if url.startswith(("http://", "https://")):
+        url = url.split("#", 1)[0].split("?", 1)[0]
     name = url.rsplit("/", 1)[-1].lower()
     compression = next((s for s in COMPRESSION_SUFFIXES if name.endswith(s)), "")
     stem = name[: len(name) - len(compression)]

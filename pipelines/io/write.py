@@ -45,13 +45,14 @@ import json
 import logging
 import posixpath
 import re
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import apache_beam as beam
 import pyarrow as pa
@@ -480,6 +481,63 @@ class CommitError(OSError):
     """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
 
 
+class CommitStopped(CommitError):
+    """A stop signal reached the launcher: this process's commit of the run takes no further step."""
+
+
+_T = TypeVar("_T")
+_STOPPED: set[str] = set()  # runs whose commit, in this process, must take no further step
+_GATE = threading.Lock()  # a stop is decided between the commit's steps that change what OUTPUT is
+
+
+def stop_commit(run_id: str) -> None:
+    """Stop the commit of ``run_id`` running in this process (the DirectRunner's in-memory mode): it takes no
+    further step, and once this returns, whether it began replacing OUTPUT or finished can no longer change
+    (a commit in a worker process is stopped by ending that process)."""
+    with _GATE:
+        _STOPPED.add(run_id)
+
+
+def _unless_stopped(run_id: str | None, step: Callable[[], _T]) -> _T:
+    with _GATE:
+        _check_running(run_id)
+        return step()
+
+
+def _check_running(run_id: str | None) -> None:
+    if run_id in _STOPPED:
+        raise CommitStopped(f"run {run_id} was stopped: its commit goes no further")
+
+
+def has_finished_output(output: str) -> bool:
+    """Whether OUTPUT holds a finished output (its ``_SUCCESS``)."""
+    fs, root = _filesystem(output)
+    return bool(fs.exists(f"{root}/{SUCCESS_FILE}"))
+
+
+def output_after_stop(output: str, started: datetime, had_finished_output: bool) -> str:
+    """What OUTPUT holds once a run started at ``started`` was stopped (its commit stopped too), in words.
+
+    The commit's first change is removing ``_SUCCESS`` and its last is writing it, after this run's manifest:
+    ``_SUCCESS`` and a manifest of this run mean committed; ``_SUCCESS`` and another manifest, untouched."""
+    try:
+        fs, root = _filesystem(output)
+        fs.invalidate_cache()
+        if fs.exists(f"{root}/{SUCCESS_FILE}"):
+            manifest = json.loads(fs.cat_file(f"{root}/{MANIFEST_FILE}"))
+            if manifest.get("timings", {}).get("started") == started.isoformat():
+                return "after the commit: OUTPUT holds this run's complete output"
+            return "OUTPUT keeps its previous output"
+    except Exception as err:  # storage that cannot say: say that
+        return f"OUTPUT's state is unknown ({type(err).__name__}); the next run replaces it whole"
+    if had_finished_output:
+        return (
+            f"during the commit: OUTPUT is incomplete (its previous output partly replaced, no {SUCCESS_FILE}: "
+            "do not read it); the next run replaces it whole (an --incremental one runs in full)"
+        )
+    return f"OUTPUT has no finished output (no {SUCCESS_FILE}); the next run writes it whole"
+
+
 Plan = list[tuple[StagedFile, str]]  # each staged file with its final path, both relative to OUTPUT
 
 
@@ -512,12 +570,14 @@ class _Commit(beam.DoFn):
         plan = _final_names([*chunk_files, *reject_files, *other_files])
         to_move, moved = _pending_moves(fs, root, plan)
         previous = _previous_files(fs, root)
-        _retract(fs, root)
+        run_id = self._run_id
+        _unless_stopped(run_id, lambda: _retract(fs, root))  # the first change: a stop is decided before or after
         _clear_previous(fs, previous - moved)
-        _move(fs, root, to_move)
+        _check_running(run_id)
+        _move(fs, root, to_move, lambda: _check_running(run_id))
         committed = _verify(fs, root, plan, manifest)
         _clear_staging(fs, root, plan)
-        yield _publish(fs, root, committed, manifest)
+        yield _unless_stopped(run_id, lambda: _publish(fs, root, committed, manifest))  # the last
 
 
 def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
@@ -574,15 +634,21 @@ def _remove_if_empty(fs: AbstractFileSystem, folder: str) -> None:
             fs.rmdir(folder)
 
 
-def _move(fs: AbstractFileSystem, root: str, to_move: Plan) -> None:
+def _move(fs: AbstractFileSystem, root: str, to_move: Plan, check: Callable[[], None] = lambda: None) -> None:
     """Local files are renamed. On an object store a move is a copy and a delete anyway: each file is copied
     (one server-side copy), and the staged originals go with the staging folder in batched deletes
-    (``_clear_staging``), about half the requests of ``mv`` (which also checks and lists each file)."""
+    (``_clear_staging``), about half the requests of ``mv`` (which also checks and lists each file).
+    ``check`` runs before each move (it raises once the run is stopped)."""
     for folder in {posixpath.dirname(f"{root}/{final}") for _, final in to_move}:
         fs.makedirs(folder, exist_ok=True)
     place = fs.mv if isinstance(fs, LocalFileSystem) else fs.cp_file
+
+    def move(item: tuple[StagedFile, str]) -> None:
+        check()
+        place(f"{root}/{item[0].path}", f"{root}/{item[1]}")
+
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
-        list(pool.map(lambda move: place(f"{root}/{move[0].path}", f"{root}/{move[1]}"), to_move))
+        list(pool.map(move, to_move))
 
 
 def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from fsspec.implementations.local import LocalFileSystem
 import zerda_core
 from pipelines.errors import OutputError
 from pipelines.io.identity import local_paths_below
-from pipelines.redact import bounded, redact_url, remember_credentials
+from pipelines.redact import bounded, install, redact_url, remember_credentials
 from pipelines.report.page import GENERATOR, render_html
 from pipelines.report.scan import load_report
 from pipelines.report.text import render_text
@@ -24,6 +24,7 @@ from pipelines.terminal_table import visible_line, write_stdout
 
 EXIT_REFUSED = 2
 EXIT_DAMAGED = 1
+EXIT_NOT_PRINTED = 1
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -47,7 +48,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the report (and write the page); exit code 2 when there is no finished output."""
+    """Print the report (and write the page); exit code 2 when there is no finished output, 1 when stdout
+    fails (a full disk)."""
+    install()  # the command's process, not an import of zerda: a library caller's hooks stay theirs
     args = parse_args(argv)
     for url in (args.output, args.html or ""):
         remember_credentials(url)  # a storage library may echo them in an error, as a bucket name
@@ -66,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f.write(render_html(report))
         except Exception as err:  # a folder, a denied path, an unknown protocol, a storage library's own error
             return _refused(f"cannot write --html {args.html}: {type(err).__name__}: {err}")
-    write_stdout(render_text(report))
+    if not write_stdout(render_text(report)):  # the report is the command's output: not printed is a failure
+        print("zerda-report: the report could not be written to stdout", file=sys.stderr)
+        return EXIT_NOT_PRINTED
     if args.html:
         print(f"wrote {visible_line(redact_url(args.html))}", file=sys.stderr)
     return 0

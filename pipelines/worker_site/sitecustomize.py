@@ -1,8 +1,10 @@
 """Run by Python as each local Beam worker process starts, before Beam's first import logs anything
 (``pipelines.worker_log`` puts this folder first on the workers' ``PYTHONPATH``).
 
-Standard library only: the ``pipelines`` importable this early may not be the launcher's (the folder it
-runs from joins ``sys.path`` only after this runs), and importing it would pin that one for the worker.
+The ``pipelines`` importable this early may not be the launcher's (the folder it runs from joins
+``sys.path`` only after this runs), so the one module taken from it, ``pipelines.redact`` (standard
+library only), is imported from the folder holding this one: the launcher's own copy, which the worker
+then keeps, as it must to unpickle the launcher's DoFns.
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ def _configure() -> None:
     atexit.register(gc.freeze)  # as the launcher does: the heap left at exit is freed with the process
 
 
+def _install_redaction() -> None:
+    """Credentials out of every record and uncaught traceback of this worker, from Beam's first line on
+    (its ``Pipeline_options`` line holds the storage options given on the command line)."""
+    checkout = str(Path(__file__).resolve().parents[2])
+    sys.path.insert(0, checkout)
+    try:
+        from pipelines import redact
+    finally:
+        sys.path.remove(checkout)
+    redact.install()
+
+
 def _run_next_sitecustomize() -> None:
     """The ``sitecustomize`` Python would have run without this folder first on the path, if any."""
     here = Path(__file__).resolve().parent
@@ -55,5 +69,6 @@ def _run_next_sitecustomize() -> None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
+_install_redaction()
 _configure()
 _run_next_sitecustomize()

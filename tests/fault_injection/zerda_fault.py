@@ -1,4 +1,5 @@
-"""Test only: make zerda's chunking step fail once on one document, from outside the product code.
+"""Test only: make zerda's chunking step fail once on one document, a read fail once, or its commit pause,
+from outside the product code.
 
 ``ZERDA_INJECT_FAULT="<doc_id>@<marker_path>"`` in the environment, then :func:`install` wraps the
 job's row-building DoFn (``pipelines.chunking._RowsFn.process``): the first attempt at ``doc_id``
@@ -11,18 +12,26 @@ processes do it through ``sitecustomize.py`` beside this file, found by putting 
 ``ZERDA_INJECT_READ_FAULT="<path part>@<marker_path>"`` likewise makes the first read of a local file whose
 path holds ``<path part>`` (through fsspec's local file, as zerda reads a previous output) raise an I/O error
 (``EIO``) once: a storage hiccup rather than a damaged file.
+
+``ZERDA_PAUSE_COMMIT="<phase>@<marker_path>"`` pauses the commit (``pipelines.io.write._Commit``) for good at
+``phase``, after creating the marker file, so that a test can stop the job there: ``before`` its first change
+to OUTPUT (the previous output is whole), ``during`` (the previous dataset deleted, nothing of this run's moved
+in yet), ``after`` (committed, ``_SUCCESS`` written, the pipeline not finished).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 FAULT_ENV = "ZERDA_INJECT_FAULT"
 READ_FAULT_ENV = "ZERDA_INJECT_READ_FAULT"
+PAUSE_ENV = "ZERDA_PAUSE_COMMIT"
+_PAUSE_SECONDS = 600
 
 
 class InjectedFault(RuntimeError):
@@ -54,10 +63,53 @@ def _armed(name: str) -> tuple[str, str] | None:
     return target, marker
 
 
+def _pause(marker: str) -> None:
+    Path(marker).touch()
+    time.sleep(_PAUSE_SECONDS)
+
+
+def _install_pause() -> None:
+    value = os.environ.get(PAUSE_ENV, "")
+    if not value:
+        return
+    phase, _, marker = value.partition("@")
+    from pipelines.io import write
+
+    if getattr(write._Commit.process, "_zerda_pause", False):
+        return
+    if phase == "before":  # after the last read-only step
+        read_previous_files = write._previous_files
+
+        def previous_files(*args: Any) -> Any:
+            found = read_previous_files(*args)
+            _pause(marker)
+            return found
+
+        write._previous_files = previous_files  # type: ignore[assignment]
+    elif phase == "during":  # the previous dataset deleted, nothing moved in
+
+        def move(*args: Any) -> None:
+            _pause(marker)
+
+        write._move = move  # type: ignore[assignment]
+    elif phase != "after":
+        raise ValueError(f"{PAUSE_ENV} must be 'before|during|after@<marker_path>', got {value!r}")
+    original = write._Commit.process
+
+    def process(self: Any, *args: Any) -> Iterator[Any]:
+        yield from original(self, *args)
+        if phase == "after":
+            _pause(marker)
+
+    process._zerda_pause = True  # type: ignore[attr-defined]
+    write._Commit.process = process  # type: ignore[method-assign,assignment]
+
+
 def install() -> None:
     """Wrap the chunking DoFn when :data:`FAULT_ENV` is set, fsspec's local reads when :data:`READ_FAULT_ENV`
-    is; idempotent."""
+    is, the commit when :data:`PAUSE_ENV` is; idempotent."""
     _install_read_fault()
+    _install_pause()
     armed = _armed(FAULT_ENV)
     if armed is None:
         return
