@@ -133,3 +133,27 @@ def test_html_replaces_a_previous_report_and_writes_a_new_path(output: Path, tmp
     page.write_text(first.replace("zerda report", "zerda report (old)", 1), encoding="utf-8")
     assert report_main([str(output), "--html", str(page)]) == 0  # a previous report: replaced without --force
     assert page.read_text(encoding="utf-8") == first
+
+
+def test_worker_processes_log_lines_are_escaped(tmp_path: Path) -> None:
+    """A local worker process logs through the handler its ``sitecustomize`` sets up (as the DirectRunner's
+    workers start): a file name's escape sequences in its line are shown, not acted on."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.common import REPO
+
+    settings = {"format": "%(levelname)s %(name)s: %(message)s", "beam": "ERROR", "zerda": "INFO"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "pipelines" / "worker_site"),
+        "ZERDA_WORKER_LOG": json.dumps(settings),
+    }
+    code = "import logging, sys; logging.getLogger('pipelines.io.source').warning('cannot read %s', sys.argv[1])"
+    done = subprocess.run(
+        [sys.executable, "-c", code, f"a{HOSTILE}.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert r"cannot read a\x1b]0;pwned" in done.stderr, done.stderr
+    assert not ACTED_ON.search(done.stderr.replace("\n", "")), repr(done.stderr)

@@ -2,9 +2,9 @@
 (``pipelines.worker_log`` puts this folder first on the workers' ``PYTHONPATH``).
 
 The ``pipelines`` importable this early may not be the launcher's (the folder it runs from joins
-``sys.path`` only after this runs), so the one module taken from it, ``pipelines.redact`` (standard
-library only), is imported from the folder holding this one: the launcher's own copy, which the worker
-then keeps, as it must to unpickle the launcher's DoFns.
+``sys.path`` only after this runs), so the two modules taken from it, ``pipelines.redact`` and
+``pipelines.terminal_table`` (standard library only), are imported from the folder holding this one: the
+launcher's own copy, which the worker then keeps, as it must to unpickle the launcher's DoFns.
 """
 
 from __future__ import annotations
@@ -35,29 +35,31 @@ class _Levels(logging.Filter):
         return record.levelno >= (self._zerda if ours else self._beam)
 
 
-def _configure() -> None:
+def _configure(formatter: type[logging.Formatter]) -> None:
     """The root logger's one stderr handler: with a handler there, ``logging.warning()`` adds no other."""
     settings = json.loads(os.environ.get("ZERDA_WORKER_LOG") or "{}")
     if not settings:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(settings["format"]))
+    handler.setFormatter(formatter(settings["format"]))
     levels = (logging.getLevelName(settings["beam"]), logging.getLevelName(settings["zerda"]))
     handler.addFilter(_Levels(*levels))
     logging.getLogger().addHandler(handler)
     atexit.register(gc.freeze)  # as the launcher does: the heap left at exit is freed with the process
 
 
-def _install_redaction() -> None:
+def _install_redaction() -> type[logging.Formatter]:
     """Credentials out of every record and uncaught traceback of this worker, from Beam's first line on
-    (its ``Pipeline_options`` line holds the storage options given on the command line)."""
+    (its ``Pipeline_options`` line holds the storage options given on the command line); returns the
+    formatter that shows control characters in a log line escaped, as the launcher's lines are."""
     checkout = str(Path(__file__).resolve().parents[2])
     sys.path.insert(0, checkout)
     try:
-        from pipelines import redact
+        from pipelines import redact, terminal_table
     finally:
         sys.path.remove(checkout)
     redact.install()
+    return terminal_table.VisibleFormatter
 
 
 def _run_next_sitecustomize() -> None:
@@ -69,6 +71,5 @@ def _run_next_sitecustomize() -> None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
-_install_redaction()
-_configure()
+_configure(_install_redaction())
 _run_next_sitecustomize()
