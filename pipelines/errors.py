@@ -1,6 +1,13 @@
-"""The errors an operator can fix, shared by the job and the report: each one exits with code 2, but JobError (1)."""
+"""zerda's error types, one module for the job and the report.
+
+Usage errors (an argument, a setting, an input, an output) exit with code 2 before OUTPUT changes. A run that
+fails after launch exits with code 1 and one line: a :class:`JobError`, or an :class:`Explained` failure a
+worker raised, whose own message is that line whatever the runner (found by :func:`explained_line`).
+"""
 
 from __future__ import annotations
+
+import re
 
 
 class UsageError(ValueError):
@@ -14,3 +21,75 @@ class OutputError(ValueError):
 class JobError(RuntimeError):
     """A runner on a cluster could not start or finish the job after launch (OUTPUT's lease was taken): exit
     code 1, one line, and OUTPUT keeps its previous output. A RuntimeError, as Beam raises for a failed job."""
+
+
+class Explained(Exception):
+    """A failure whose message is all an operator needs: the launcher prints it as the run's one line, not
+    the worker's traceback around it."""
+
+
+class StorageError(OSError):
+    """The storage failed while a file was read (not its content): the runner retries."""
+
+
+class EnvironmentFault(StorageError, Explained):
+    """The worker's environment failed while a file was read (temp disk full, out of memory, a disk's I/O
+    error, a permission), not the file: never a reject, which would commit good data as bad; the runner
+    retries, then the job fails and OUTPUT keeps its previous output."""
+
+
+class CommitError(OSError, Explained):
+    """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
+
+
+class AccountingError(RuntimeError, Explained):
+    """Records read do not add up to documents chunked plus rejects: something was lost or doubled. Checked
+    by the commit before it changes OUTPUT."""
+
+
+def _explained_names() -> list[str]:
+    found, pending = [], list(Explained.__subclasses__())
+    while pending:
+        kind = pending.pop()
+        found.append(kind.__name__)
+        pending += kind.__subclasses__()
+    return found
+
+
+def explains(error: BaseException | None) -> Explained | None:
+    """The :class:`Explained` failure in ``error``'s chain (itself, or what it was raised from), if any."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        err = pending.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, Explained):
+            return err
+        pending += [err.__cause__, err.__context__]
+    return None
+
+
+def explained_line(error: BaseException) -> str | None:
+    """The message of the :class:`Explained` failure that ended a run, if one did: from the exception chain
+    (a run in this process), else from the text the failure reached the launcher as (a worker process's or a
+    cluster's traceback, which names the class: its name is the code, never the wording)."""
+    explained = explains(error)
+    if explained is not None:
+        return _one_line(str(explained))
+    names = "|".join(_explained_names())
+    found = re.findall(rf"\b(?:{names}): ([^\n]+)", str(error))
+    return _one_line(found[-1]) if found else None
+
+
+_BEAM_STEP = re.compile(r" \[while running '[^'\n]*'\]")  # what Beam adds to a failed step's message
+
+
+def without_beam_steps(message: str) -> str:
+    """A worker's message without the ``[while running 'step']`` Beam appends to it."""
+    return _BEAM_STEP.sub("", message)
+
+
+def _one_line(message: str) -> str:
+    return without_beam_steps(" ".join(message.split()))

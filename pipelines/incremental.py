@@ -55,7 +55,7 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
-from pipelines.errors import OutputError
+from pipelines.errors import OutputError, without_beam_steps
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
 from pipelines.io.ownership import staged_as
@@ -96,7 +96,6 @@ _READ_RETRY_SECONDS = (0.5, 2.0, 8.0)  # the waits before each new attempt at a 
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
 UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :func:`unreadable_carry`)
-_BEAM_STEP = re.compile(r"( \[while running '[^'\n]*'\])+$")  # what Beam adds to a failed step's message
 
 
 def content_hash(text: str) -> str:
@@ -224,7 +223,7 @@ def unreadable_carry(error: BaseException) -> str | None:
     full, which reads no previous chunk file (:func:`without_carry`): a scheduled run does not fail every night
     on one damaged file."""
     found = re.search(f"{UNREADABLE}: [^\n]*", str(error))
-    return _BEAM_STEP.sub("", found.group(0)) if found else None
+    return without_beam_steps(found.group(0)) if found else None
 
 
 def without_carry(previous: Previous, why: str) -> Previous:

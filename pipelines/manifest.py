@@ -37,15 +37,12 @@ import apache_beam as beam
 import pyarrow as pa
 
 import zerda_core
+from pipelines.errors import AccountingError
 from pipelines.records import REJECT_REASONS, FileReport
 from pipelines.redact import redact_url
 
 MANIFEST_FORMAT = 1
 DUPLICATE_EXAMPLES = 5
-
-
-class AccountingError(RuntimeError):
-    """Records read do not add up to documents chunked plus rejects: something was lost or doubled."""
 
 
 def versions() -> dict[str, str]:

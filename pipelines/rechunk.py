@@ -47,7 +47,7 @@ import zerda_core
 from pipelines import redact
 from pipelines.chunking import ChunkDocuments
 from pipelines.endpoints import check_endpoint, job_failure
-from pipelines.errors import JobError, OutputError, UsageError
+from pipelines.errors import JobError, OutputError, UsageError, explained_line
 from pipelines.incremental import ChunkIncrementally, Previous, read_previous, unreadable_carry, without_carry
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
@@ -67,7 +67,7 @@ from pipelines.io.write import (
     stop_commit,
 )
 from pipelines.layout import REJECTS_DIR
-from pipelines.manifest import BuildManifest, check_accounting
+from pipelines.manifest import BuildManifest
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
@@ -254,7 +254,6 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 attempt(new_pipeline(options, runner), without_carry(previous, why))
     with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
-    check_accounting(manifest)
     if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
         print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
     return manifest
@@ -330,6 +329,9 @@ def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: Pi
                 log.warning("could not cancel the job (cancel it on the cluster): %s", err)
         raise
     except Exception as err:
+        explained = explained_line(err)
+        if explained is not None:  # the failure says all an operator needs: one line, not the traceback around it
+            raise JobError(explained) from err
         if local:
             raise
         raise JobError(job_failure(err, runner, options)) from err

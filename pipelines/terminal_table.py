@@ -16,6 +16,8 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
+from pipelines.errors import explains
+
 # A bar is drawn in eighths of a cell so small differences stay visible in a narrow terminal.
 _FULL = "█"
 _PARTIAL = " ▏▎▍▌▋▊▉"
@@ -47,9 +49,12 @@ def visible_line(text: str) -> str:
 
 
 class VisibleFormatter(logging.Formatter):
-    """Log lines for a terminal: messages quote file names, ids and errors, which may hold escape sequences."""
+    """Log lines for a terminal: messages quote file names, ids and errors, which may hold escape sequences.
+    An :class:`~pipelines.errors.Explained` failure is logged without its traceback: its message says it all."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info and explains(record.exc_info[1]):
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
         return visible(super().format(record))
 
 

@@ -10,8 +10,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import BeamAssertException, assert_that
 
+from pipelines.errors import AccountingError
 from pipelines.manifest import (
-    AccountingError,
     BuildManifest,
     build_manifest,
     check_accounting,

@@ -26,11 +26,12 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines.errors import StorageError
 from pipelines.io import formats, source
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.formats import split_suffixes
 from pipelines.io.read import ReadCorpus
-from pipelines.io.source import StorageError, read_file
+from pipelines.io.source import read_file
 from pipelines.records import EXCERPT_CHARS, FileReport, Reject, SourceRecord
 from pipelines.settings import CORPUS_FORMATS, InputSettings, Settings
 

@@ -47,8 +47,9 @@ import zstandard
 
 import pipelines.io.source as source
 import pipelines.io.write as write_module
+from pipelines.errors import StorageError
 from pipelines.io.expand import InputFile
-from pipelines.io.source import StorageError, read_file
+from pipelines.io.source import read_file
 from pipelines.rechunk import run
 from pipelines.records import Reject
 from pipelines.settings import InputSettings

@@ -226,9 +226,22 @@ def test_the_commit_checks_the_files_it_commits_before_success(
     monkeypatch.setattr(write_tests, "WriteChunks", TamperedChunks)
     with pytest.raises(Exception, match=message):
         run_write(str(out), corpus(6, densities=(0.42,)), run_id=new_run_id())
-    assert not (out / "_SUCCESS").exists() if how != "delete" else (out / "_SUCCESS").exists()
-    if how == "delete":  # refused before the dataset changed: the previous output is whole
-        assert read_chunks(out).num_rows == before
+    if how == "truncate":  # found only once moved: no _SUCCESS
+        assert not (out / "_SUCCESS").exists()
+    else:  # refused before the dataset changed: the previous output is whole
+        assert (out / "_SUCCESS").exists() and read_chunks(out).num_rows == before
+
+
+def test_the_commit_checks_the_accounting_before_it_changes_output(tmp_path: Path) -> None:
+    """Records read that add up to neither documents nor rejects: the commit refuses, naming the numbers,
+    before anything in OUTPUT changes (it used to be checked after ``_SUCCESS`` was published)."""
+    out = tmp_path / "out"
+    run_write(str(out), corpus(4))
+    before = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    with pytest.raises(Exception, match=r"records read \(\d+\) != documents chunked"):
+        run_write(str(out), corpus(6, densities=(0.42,)), run_id=new_run_id(), records_lost=1)
+    after = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert {k: v for k, v in after.items() if not k.startswith("_staging/")} == before
 
 
 def test_the_commit_never_adopts_a_file_it_did_not_stage(tmp_path: Path) -> None:
@@ -246,8 +259,11 @@ def _commit_with_missing_staging(out: Path, table: object) -> None:
 
     fs_root = str(out)
     staged = StagedFile("density_bucket=4", f"_staging/{new_run_id()}/density_bucket=4/part-gone.parquet", 1)
+    manifest = read_manifest(out)
+    counts = manifest["counts"]  # counts of the one staged row: the commit's own checks of them pass
+    counts.update(chunks_by_bucket={"4": 1}, rejects={}, records_read=counts["documents_chunked"])
     commit = write_module._Commit(fs_root)
-    list(commit.process(None, [staged], [], read_manifest(out), []))
+    list(commit.process(None, [staged], [], manifest, []))
 
 
 # --- the lease: one run at a time, dead runs do not block --------------------------------------

@@ -85,12 +85,14 @@ def run_write(
     rejects: list[Reject] = REJECTS,
     options: tuple[str, ...] = (),
     run_id: str = "",
+    records_lost: int = 0,
     **write,
 ) -> None:
-    """The writer's part of the rechunk pipeline, wired as the entry point does."""
+    """The writer's part of the rechunk pipeline, wired as the entry point does; ``records_lost`` records
+    read that reach neither the chunks nor the rejects (a runner losing them)."""
     prepare_output(output)
     run_id = run_id or new_run_id()
-    records = len({(r["source"], r["record"]) for r in rows}) + len(rejects)
+    records = len({(r["source"], r["record"]) for r in rows}) + len(rejects) + records_lost
     with beam.Pipeline(options=PipelineOptions(list(options))) as p:
         # spread as the real pipeline does (it reshuffles files), so worker processes share the documents
         chunks = p | "Chunks" >> beam.Create(documents_of(rows)) | "Spread" >> beam.Reshuffle()

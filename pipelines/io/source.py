@@ -28,6 +28,7 @@ from typing import IO, Any, Literal
 import fsspec
 from smart_open.compression import compression_wrapper
 
+from pipelines.errors import EnvironmentFault, StorageError
 from pipelines.io.context import BUFFER_BYTES, FileContext
 from pipelines.io.expand import InputFile
 from pipelines.io.formats import read_jsonl, reader_for, split_suffixes
@@ -35,17 +36,6 @@ from pipelines.io.split import FilePart
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import redact_url
 from pipelines.settings import InputSettings
-
-
-class StorageError(OSError):
-    """The storage failed while a file was read (not its content): the runner retries."""
-
-
-class EnvironmentFault(StorageError):
-    """The worker's environment failed while a file was read (temp disk full, out of memory, a disk's I/O
-    error), not the file: never a reject, which would commit good data as bad; the runner retries, then the
-    job fails and OUTPUT keeps its previous output."""
-
 
 FaultKind = Literal["transient", "environment", "data"]
 

@@ -62,7 +62,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from pipelines.errors import OutputError
+from pipelines.errors import CommitError, OutputError
 from pipelines.io.identity import refuse_nested_output
 from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
 from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
@@ -76,7 +76,7 @@ from pipelines.layout import (
     STAGING_DIR,
     SUCCESS_FILE,
 )
-from pipelines.manifest import finish_manifest
+from pipelines.manifest import check_accounting, finish_manifest
 from pipelines.records import Reject
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
@@ -477,10 +477,6 @@ def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
     return plan
 
 
-class CommitError(OSError):
-    """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
-
-
 class CommitStopped(CommitError):
     """A stop signal reached the launcher: this process's commit of the run takes no further step."""
 
@@ -563,7 +559,9 @@ class _Commit(beam.DoFn):
         manifest: dict,
         other_files: list[StagedFile],
     ):
-        fs, root = _filesystem(self._output)
+        check_accounting(manifest)  # the counts it would publish add up, and the staged rows are those counted,
+        _check_rows([(staged, staged.rows) for staged in [*chunk_files, *reject_files]], manifest, "staged")
+        fs, root = _filesystem(self._output)  # before anything in OUTPUT changes
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
         if self._run_id is not None:
             check_held(fs, root, self._run_id)
@@ -657,9 +655,17 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
     Returns each file's manifest entry."""
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
         footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
+    _check_rows(
+        [(staged, entry["rows"]) for (staged, _), entry in zip(plan, footers, strict=True)], manifest, "committed"
+    )
+    return footers
+
+
+def _check_rows(files: list[tuple[StagedFile, int]], manifest: Mapping[str, Any], what: str) -> None:
+    """Raise CommitError unless the rows of ``files`` per folder are the manifest's chunk and reject counts."""
     rows: dict[str, int] = defaultdict(int)
-    for (staged, _), entry in zip(plan, footers, strict=True):
-        rows[staged.directory] += entry["rows"]
+    for staged, n in files:
+        rows[staged.directory] += n
     counts = manifest["counts"]
     expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
     if sum(counts["rejects"].values()):
@@ -668,8 +674,7 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str
     if found != expected:
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
         detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
-        raise CommitError(f"committed rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
-    return footers
+        raise CommitError(f"{what} rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
 
 
 def _is_counted(directory: str) -> bool:
