@@ -157,6 +157,7 @@ def build_pipeline(
         bucket_width=settings.output.bucket_width,
         fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
+        max_reject_rows=settings.input.max_reject_rows,
     )
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(

@@ -209,6 +209,12 @@ class InputSettings(_Section):
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
     )
+    max_reject_rows: int = _setting(
+        1000,
+        POSITIVE_INT,
+        "Reject rows kept per reason for each file part read (a file is one part unless split by `split_bytes`);"
+        " past it one summary row per reason carries the count of the rest, so the manifest counts every record.",
+    )
 
     def _cross_checks(self) -> list[str]:
         """One field for both text and id; each ``formats`` key that could never match a file, and keys

@@ -1,0 +1,128 @@
+"""Issue 24, bad input at scale: a flood of bad records is a bounded number of reject rows, every record
+still counted by reason in the manifest; and the rules for UTF-8, duplicate keys and suffixless files.
+
+Runs go through the CLI (``pipelines.rechunk.main``) on the DirectRunner with real gzip files, and the
+committed Parquet is read back with pyarrow.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from fsspec.core import url_to_fs
+
+from pipelines.chunk_text import ChunkText
+from pipelines.io.expand import InputFile
+from pipelines.io.split import plan_parts
+from pipelines.names import REJECTS
+from pipelines.report import scan
+from pipelines.settings import InputSettings
+from tests.common import MULTI_PROCESS
+from tests.output_checks import read_manifest
+from tests.test_reliability_input import read_rejects, run_cli
+
+PROSE = "The river rises in the hills and runs to the sea. Farmers use its water in summer. " * 3
+GOOD = json.dumps({"text": PROSE}).encode() + b"\n"
+
+
+def run(tmp_path: Path, inputs: list[Path], settings: dict[str, Any] | None = None, *extra: str) -> Path:
+    """One run of the CLI over ``inputs`` (with ``settings`` as its config); its OUTPUT."""
+    output = tmp_path / "out"
+    argv = [arg for path in inputs for arg in ("--input", str(path))] + ["--output", str(output), "--quiet", *extra]
+    if settings is not None:
+        config = tmp_path / "config.yaml"
+        config.write_text(json.dumps(settings), encoding="utf-8")  # JSON is YAML
+        argv += ["--config", str(config)]
+    code, printed = run_cli(argv)
+    assert code == 0, printed
+    return output
+
+
+def rows_by_reason(rejects: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
+    """(reject rows, records they stand for) by reason."""
+    rows, records = Counter[str](), Counter[str]()
+    for row in rejects:
+        rows[row["reason"]] += 1
+        records[row["reason"]] += row["count"]
+    return rows, records
+
+
+def test_a_flood_of_bad_lines_in_a_gzip_is_a_thousand_rows_and_one_summary(tmp_path: Path) -> None:
+    flood = tmp_path / "flood.jsonl.gz"
+    flood.write_bytes(gzip.compress(b"{}\n" * 200_000 + GOOD))
+    output = run(tmp_path, [flood])
+    rejects = read_rejects(output)
+    assert len(rejects) == 1001  # the default input.max_reject_rows, then the summary
+    (summary,) = [row for row in rejects if row["count"] != 1]
+    assert sorted(row["record"] for row in rejects if row["count"] == 1) == list(range(1, 1001))
+    assert all(row["reason"] == "missing_text" for row in rejects)
+    assert summary["count"] == 199_000 and summary["record"] == 1001
+    assert "199,000 more missing_text rejects, records 1001 to 200000" in summary["message"]
+    counts = read_manifest(output)["counts"]
+    assert counts["records_read"] == 200_001
+    assert counts["documents_chunked"] == 1
+    assert counts["rejects"]["missing_text"] == 200_000
+    assert counts["reject_rows"] == 1001
+    by_reason, by_file = scan.read_rejects(*url_to_fs(str(output)))
+    assert by_reason == {"missing_text": 200_000}  # zerda-report counts records, not rows
+    assert [(f.rejects, dict(f.reasons)) for f in by_file] == [(200_000, {"missing_text": 200_000})]
+
+
+def test_each_reason_is_bounded_on_its_own_read_or_chunked_across_worker_processes(tmp_path: Path) -> None:
+    lines = {
+        "missing_text": b"{}\n",
+        "invalid_json": b"[1]\n",
+        "empty": b'{"text": "   "}\n',
+        "below_min_chunk_size": b'{"text": "too short"}\n',
+    }
+    corpus = tmp_path / "mixed.jsonl.gz"
+    corpus.write_bytes(gzip.compress(b"".join(line * 40 for line in lines.values()) + GOOD * 3))
+    few = tmp_path / "few.jsonl"
+    few.write_bytes(b"{}\n" * 5 + GOOD)  # at the limit: no summary row
+    output = run(tmp_path, [corpus, few], {"input": {"max_reject_rows": 5}}, *MULTI_PROCESS)
+    rejects = read_rejects(output)
+    mixed = [row for row in rejects if row["source"].endswith("mixed.jsonl.gz")]
+    rows, records = rows_by_reason(mixed)
+    assert rows == {reason: 6 for reason in lines}
+    assert records == {reason: 40 for reason in lines}
+    assert sorted(row["count"] for row in rejects if row["source"].endswith("few.jsonl")) == [1] * 5
+    counts = read_manifest(output)["counts"]
+    assert counts["records_read"] == 4 * 40 + 3 + 5 + 1
+    assert {reason: n for reason, n in counts["rejects"].items() if n} == {**records, "missing_text": 45}
+    assert counts["reject_rows"] == len(rejects) == 4 * 6 + 5
+
+
+def test_a_split_file_is_bounded_per_part_and_counted_whole(tmp_path: Path) -> None:
+    big = tmp_path / "big.jsonl"
+    big.write_bytes((b"{}\n" * 3000 + GOOD) * 4)
+    settings = {"input": {"max_reject_rows": 10, "split_bytes": 8192}}
+    parts = plan_parts(InputFile(str(big), "big.jsonl", big.stat().st_size), InputSettings(**settings["input"]))
+    assert len(parts) > 2
+    output = run(tmp_path, [big], settings)
+    rejects = read_rejects(output)
+    assert len(rejects) == len(parts) * 11  # each part holds more than 10 bad lines: 10 rows and a summary
+    assert sum(row["count"] for row in rejects) == 12_000
+    counts = read_manifest(output)["counts"]
+    assert counts["rejects"]["missing_text"] == 12_000
+    assert counts["records_read"] == 12_004 and counts["documents_chunked"] == 4
+
+
+def test_chunk_text_bounds_rejects_when_asked_and_keeps_all_by_default() -> None:
+    texts = ["", " ", "\n"] * 4
+
+    def reasons_and_counts(max_reject_rows: int | None) -> None:
+        with BeamTestPipeline() as pipeline:
+            out = pipeline | beam.Create(texts) | ChunkText(max_reject_rows=max_reject_rows)
+            counted = out[REJECTS] | beam.Map(lambda reject: (reject.reason, reject.count))
+            expected = [("empty", 1)] * 12 if max_reject_rows is None else [("empty", 1)] * 5 + [("empty", 7)]
+            assert_that(counted, equal_to(expected))
+
+    reasons_and_counts(None)
+    reasons_and_counts(5)
