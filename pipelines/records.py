@@ -136,14 +136,23 @@ class FileReport:
 # UTF-8, so Arrow and Beam's string coders, cannot encode: every string a record or reject carries passes here.
 
 
-def lone_surrogate(text: str, what: str) -> str | None:
-    """Where ``text`` (the ``what`` of a record) holds a lone surrogate, as a reject message; None if nowhere."""
-    found = None if text.isascii() else _SURROGATE.search(text)
-    if found is None:
+def lone_surrogate(text: str, what: str, escaped: bool = False) -> str | None:
+    """Where ``text`` (the ``what`` of a record) holds a lone surrogate, as a reject message; None if nowhere.
+
+    ``escaped``: the text was decoded with ``surrogateescape``, so U+DC80..U+DCFF stand for invalid bytes."""
+    at = surrogate_at(text)
+    if at is None:
         return None
-    return (
-        f"lone surrogate U+{ord(found.group()):04X} at character {found.start()} of the {what}: not encodable as UTF-8"
-    )
+    code = ord(text[at])
+    if escaped and 0xDC80 <= code <= 0xDCFF:
+        return f"invalid UTF-8 (byte 0x{code - 0xDC00:02X}) at character {at} of the {what}"
+    return f"lone surrogate U+{code:04X} at character {at} of the {what}: not encodable as UTF-8"
+
+
+def surrogate_at(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text``, or None."""
+    found = None if text.isascii() else _SURROGATE.search(text)
+    return None if found is None else found.start()
 
 
 def without_surrogates(text: str) -> str:

@@ -14,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from fsspec.core import url_to_fs
 
 from pipelines.chunk_text import ChunkText
 from pipelines.io.expand import InputFile
+from pipelines.io.source import read_file
 from pipelines.io.split import plan_parts
 from pipelines.names import REJECTS
+from pipelines.records import Reject, SourceRecord
 from pipelines.report import scan
 from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS
@@ -126,3 +129,64 @@ def test_chunk_text_bounds_rejects_when_asked_and_keeps_all_by_default() -> None
 
     reasons_and_counts(None)
     reasons_and_counts(5)
+
+
+# --- which fields must be valid: the ones zerda reads ---------------------------------------
+
+
+def read_items(path: Path, **settings: Any) -> list[Any]:
+    return list(read_file(InputFile(str(path), path.name), InputSettings(**settings)))
+
+
+BAD_VALUES = {"invalid UTF-8": b"caf\xe9 \xff", "lone surrogate": b"caf\\ud800"}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_VALUES))
+@pytest.mark.parametrize("field", ["text", "id", "source_url"])
+def test_invalid_utf8_and_lone_surrogates_reject_a_record_only_in_a_field_zerda_reads(
+    bad: str, field: str, tmp_path: Path
+) -> None:
+    values = {"id": b"doc-1", "text": PROSE.encode(), "source_url": b"http://example.com/"}
+    values[field] += b" " + BAD_VALUES[bad]
+    line = b"{" + b", ".join(b'"%s": "%s"' % (key.encode(), value) for key, value in values.items()) + b"}\n"
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(json.dumps({"text": PROSE}).encode() + b"\n" + line)
+    found = read_items(path)
+    rejects = [(item.record, item.reason) for item in found if isinstance(item, Reject)]
+    read = [item.record for item in found if isinstance(item, SourceRecord)]
+    if field == "source_url":  # not read: it may hold anything
+        assert (rejects, read) == ([], [1, 2])
+    else:
+        assert (rejects, read) == ([(2, "invalid_utf8")], [1])
+        (reject,) = [item for item in found if isinstance(item, Reject)]
+        expected = "(byte 0xE9) at character" if bad == "invalid UTF-8" else "lone surrogate U+D800 at character"
+        assert expected in reject.message and reject.message.endswith(f"of the {field}") is (bad == "invalid UTF-8")
+    replaced = read_items(path, encoding_errors="replace")
+    assert [item.record for item in replaced if isinstance(item, SourceRecord)] == [1, 2]
+
+
+def test_invalid_utf8_outside_any_string_is_invalid_json(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"text": "short"} \xff\n')
+    (reject,) = [item for item in read_items(path) if isinstance(item, Reject)]
+    assert reject.reason == "invalid_json" and "\\udcff" in reject.excerpt
+
+
+@pytest.mark.parametrize(
+    ("line", "reject"),
+    [
+        ('{"text": "%s", "text": "%s"}', "key 'text' appears 2 times: which value to read?"),
+        ('{"id": "a", "text": "%s", "id": "b", "id": "%s"}', "key 'id' appears 3 times: which value to read?"),
+        ('{"tag": 1, "text": "%s", "tag": "%s"}', None),
+        ('{"meta": {"text": 1, "text": 2}, "text": "%s", "n": "%s"}', None),
+    ],
+)
+def test_a_field_zerda_reads_named_twice_is_invalid_json_others_may_repeat(
+    line: str, reject: str | None, tmp_path: Path
+) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text(line % (PROSE, PROSE) + "\n", encoding="utf-8")
+    found = read_items(path)
+    rejects = [(item.reason, item.message) for item in found if isinstance(item, Reject)]
+    assert rejects == ([] if reject is None else [("invalid_json", reject)])
+    assert len([item for item in found if isinstance(item, SourceRecord)]) == (reject is None)

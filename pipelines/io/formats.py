@@ -69,8 +69,7 @@ def read_jsonl(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRe
             shown = line[:1000].decode("utf-8", "replace")  # text, not the repr of bytes
             yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", shown)
             continue
-        text = ctx.decode(line, number, default_id)
-        yield text if isinstance(text, Reject) else _json_record(ctx, number, text)
+        yield _json_record(ctx, number, *_decoded_line(line, ctx))
 
 
 def line_limit(max_chars: int) -> int:
@@ -100,10 +99,22 @@ def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[
         yield ctx.record, line
 
 
-def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
+def _decoded_line(line: bytes, ctx: FileContext) -> tuple[str, bool]:
+    """The line as text, and whether it held invalid UTF-8. Only the fields zerda reads must be valid:
+    with ``strict``, invalid bytes are kept as lone surrogates (``surrogateescape``) for the text and id
+    checks to reject, so a bad byte in another field, like a lone surrogate escape there, costs nothing."""
+    if ctx.settings.encoding_errors == "replace":
+        return line.decode("utf-8-sig", "replace"), False
+    try:
+        return line.decode("utf-8-sig"), False
+    except UnicodeDecodeError:
+        return line.decode("utf-8-sig", "surrogateescape"), True
+
+
+def _json_record(ctx: FileContext, number: int, line: str, escaped: bool) -> SourceRecord | Reject:
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
-        obj = json.loads(line, parse_int=_int_or_digits)
+        obj = json.loads(line, parse_int=_int_or_digits, object_pairs_hook=_object)
     except (ValueError, RecursionError) as err:
         hint = _CR_HINT if "\r" in line.rstrip("\r\n") else ""
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}{hint}", shown)
@@ -111,7 +122,34 @@ def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Rej
         message = f"{json_kind(obj)} where an object was expected"
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
-    return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)
+    repeated = obj.twice if isinstance(obj, _Repeated) else {}
+    read_twice = [key for key in (settings.text_field, settings.id_field) if key in repeated]
+    if read_twice:  # a field zerda does not read may repeat, as it may hold anything
+        key = read_twice[0]
+        message = f"key {bounded(key)!r} appears {repeated[key]} times: which value to read?"
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
+    text = obj.get(settings.text_field, MISSING)
+    return ctx.from_fields(number, obj.get(settings.id_field), text, shown, escaped=escaped)
+
+
+class _Repeated(dict[str, object]):
+    """A JSON object that names a key more than once: ``twice`` counts each such key's occurrences."""
+
+    twice: dict[str, int]
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object as a dict; one with a repeated key remembers it (``json`` keeps the last value silently,
+    other parsers the first: a record whose text or id is named twice has no one meaning)."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    repeated = _Repeated(obj)
+    counts: dict[str, int] = {}
+    for key, _ in pairs:
+        counts[key] = counts.get(key, 0) + 1
+    repeated.twice = {key: n for key, n in counts.items() if n > 1}
+    return repeated
 
 
 def _int_or_digits(digits: str) -> int | BigInt:
