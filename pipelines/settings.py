@@ -69,6 +69,9 @@ SUFFIX_FORMATS = _Rule(
     "a mapping of single file suffixes ('.log', no compression suffix) to "
     + ", ".join(repr(f) for f in CORPUS_FORMATS),
 )
+OPTIONAL_FORMAT = _Rule(
+    "str", lambda v: v is None or v in CORPUS_FORMATS, "null or one of " + ", ".join(repr(f) for f in CORPUS_FORMATS)
+)
 _SUFFIX = re.compile(r"\.[^\s./\\]+")  # one dot, then no dot, separator or space: what split_suffixes can find
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 
@@ -208,6 +211,12 @@ class InputSettings(_Section):
     )
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
+    )
+    default_format: str | None = _setting(
+        None,
+        OPTIONAL_FORMAT,
+        "Format of a file whose suffix is neither known nor in `formats`, or that has none (`README`, `NEWS.gz`,"
+        " `changelog.Debian.gz`); null: such a file is a `not_text` reject.",
     )
     max_reject_rows: int = _setting(
         1000,

@@ -467,7 +467,10 @@ def test_unsupported_file_type_is_rejected_without_opening_it(tmp_path: Path) ->
     records, rejects, report = read(tmp_path / "never-created.png")
     assert records == []
     reject = only_reject(rejects)
-    message = "not a corpus file type: .png (input.formats can map a suffix to a format)"
+    message = (
+        "not a corpus file type: .png (input.formats can map a suffix to a format, input.default_format names"
+        " one for every other file)"
+    )
     assert (reject.reason, reject.record, reject.message) == ("not_text", 0, message)
     assert (report.records, report.bytes_read) == (1, 0)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -190,3 +191,45 @@ def test_a_field_zerda_reads_named_twice_is_invalid_json_others_may_repeat(
     rejects = [(item.reason, item.message) for item in found if isinstance(item, Reject)]
     assert rejects == ([] if reject is None else [("invalid_json", reject)])
     assert len([item for item in found if isinstance(item, SourceRecord)]) == (reject is None)
+
+
+# --- files without a format suffix ------------------------------------------------------------
+
+DOCS = Path("/usr/share/doc")
+
+
+def debian_docs() -> list[Path]:
+    """Real files with no format suffix: Debian changelogs (``.Debian`` is no format), gzipped NEWS, READMEs."""
+    found = [sorted(DOCS.glob(pattern))[:2] for pattern in ("*/changelog.Debian.gz", "*/NEWS.gz", "*/README")]
+    assert all(found), f"no Debian docs under {DOCS}: a Debian system has them"
+    return [path for paths in found for path in paths]
+
+
+def test_files_without_a_format_suffix_are_not_text_unless_a_default_format_is_set(tmp_path: Path) -> None:
+    docs = debian_docs()
+    corpus = tmp_path / "corpus"
+    for i, path in enumerate(docs):
+        (corpus / str(i)).mkdir(parents=True)
+        (corpus / str(i) / path.name).write_bytes(path.read_bytes())
+    unset = tmp_path / "unset"
+    code, printed = run_cli(["--input", str(corpus), "--output", str(unset), "--quiet"])
+    assert code == 1 and "input.default_format: text" in printed
+    rejects = read_rejects(unset)
+    assert len(rejects) == len(docs) and {row["reason"] for row in rejects} == {"not_text"}
+    assert all("input.default_format names one" in row["message"] for row in rejects)
+    output = run(tmp_path, [corpus], {"input": {"default_format": "text"}})
+    counts = read_manifest(output)["counts"]
+    assert counts["documents_chunked"] == len(docs) and counts["reject_rows"] == 0
+    chunks = pq.read_table(str(output), columns=["doc_id", "chunk_index", "text"]).to_pylist()
+    first = {row["doc_id"]: row["text"] for row in chunks if row["chunk_index"] == 0}
+    changelog = gzip.decompress(docs[0].read_bytes()).decode("utf-8")
+    assert changelog.startswith(first[f"0/{docs[0].name}"])  # the gzip is read as text, decompressed
+
+
+def test_a_known_or_mapped_suffix_wins_over_the_default_format(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(GOOD)
+    (tmp_path / "b.log").write_bytes(GOOD)
+    settings = InputSettings(default_format="text", formats={".log": "jsonl"})
+    for name in ("a.jsonl", "b.log"):
+        (record,) = list(read_file(InputFile(str(tmp_path / name), name), settings))[:-1]
+        assert isinstance(record, SourceRecord) and record.text == PROSE  # read as JSONL, not as a JSON text

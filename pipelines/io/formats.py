@@ -2,7 +2,8 @@
 
 JSONL is streamed a line at a time, a text file is one document, Parquet is read by record
 batch with pyarrow (only the text and id columns). A suffix names the format (``a.JSONL.gz``:
-JSONL, gzip); ``input.formats`` in the settings maps other suffixes to one of them.
+JSONL, gzip); ``input.formats`` in the settings maps other suffixes to one of them, and
+``input.default_format`` names the format of any other file (no suffix: ``README``, ``NEWS.gz``).
 """
 
 from __future__ import annotations
@@ -49,9 +50,15 @@ def split_suffixes(url: str) -> tuple[str, str]:
 
 
 def reader_for(suffix: str, settings: InputSettings) -> Reader | None:
-    """The reader of a format suffix: a mapping in ``input.formats`` first, then the known suffixes."""
+    """The reader of a format suffix: a mapping in ``input.formats`` first, then the known suffixes, then
+    ``input.default_format`` (for any other suffix, or none)."""
     named = {s.lower(): name for s, name in settings.formats.items()}.get(suffix)
-    return FORMATS[named] if named else _READERS.get(suffix)
+    if named:
+        return FORMATS[named]
+    known = _READERS.get(suffix)
+    if known is None and settings.default_format is not None:
+        return FORMATS[settings.default_format]
+    return known
 
 
 def read_jsonl(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
