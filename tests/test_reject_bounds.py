@@ -166,11 +166,14 @@ def test_invalid_utf8_and_lone_surrogates_reject_a_record_only_in_a_field_zerda_
     assert [item.record for item in replaced if isinstance(item, SourceRecord)] == [1, 2]
 
 
-def test_invalid_utf8_outside_any_string_is_invalid_json(tmp_path: Path) -> None:
+def test_invalid_utf8_in_a_line_that_is_no_json_is_invalid_utf8(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
-    path.write_bytes(b'{"text": "short"} \xff\n')
-    (reject,) = [item for item in read_items(path) if isinstance(item, Reject)]
-    assert reject.reason == "invalid_json" and "\\udcff" in reject.excerpt
+    path.write_bytes(b'{"text": "short"} \xff\n{"text": "caf\xe9\n')
+    rejects = [(r.record, r.reason, r.message, r.excerpt) for r in read_items(path) if isinstance(r, Reject)]
+    assert rejects == [
+        (1, "invalid_utf8", "invalid UTF-8 at byte 18: invalid start byte", '{"text": "short"} \\xff\n'),
+        (2, "invalid_utf8", "invalid UTF-8 at byte 13: invalid continuation byte", '{"text": "caf\\xe9\n'),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,7 @@ def read_jsonl(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRe
             shown = line[:1000].decode("utf-8", "replace")  # text, not the repr of bytes
             yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", shown)
             continue
-        yield _json_record(ctx, number, *_decoded_line(line, ctx))
+        yield _json_record(ctx, number, line)
 
 
 def line_limit(max_chars: int) -> int:
@@ -118,11 +118,15 @@ def _decoded_line(line: bytes, ctx: FileContext) -> tuple[str, bool]:
         return line.decode("utf-8-sig", "surrogateescape"), True
 
 
-def _json_record(ctx: FileContext, number: int, line: str, escaped: bool) -> SourceRecord | Reject:
+def _json_record(ctx: FileContext, number: int, raw: bytes) -> SourceRecord | Reject:
+    line, escaped = _decoded_line(raw, ctx)
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
         obj = json.loads(line, parse_int=_int_or_digits, object_pairs_hook=_object)
     except (ValueError, RecursionError) as err:
+        undecodable = ctx.decode(raw, number, ctx.default_id(number)) if escaped else None
+        if isinstance(undecodable, Reject):  # bad bytes and no JSON: the bytes are the likelier cause (Latin-1)
+            return undecodable
         hint = _CR_HINT if "\r" in line.rstrip("\r\n") else ""
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}{hint}", shown)
     if not isinstance(obj, dict):
