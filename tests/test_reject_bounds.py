@@ -8,6 +8,7 @@ committed Parquet is read back with pyarrow.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -21,7 +22,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from fsspec.core import url_to_fs
 
 from pipelines.chunk_text import ChunkText
+from pipelines.io.context import FileContext
 from pipelines.io.expand import InputFile
+from pipelines.io.formats import read_jsonl
 from pipelines.io.source import read_file
 from pipelines.io.split import plan_parts
 from pipelines.names import REJECTS
@@ -236,3 +239,32 @@ def test_a_known_or_mapped_suffix_wins_over_the_default_format(tmp_path: Path) -
     for name in ("a.jsonl", "b.log"):
         (record,) = list(read_file(InputFile(str(tmp_path / name), name), settings))[:-1]
         assert isinstance(record, SourceRecord) and record.text == PROSE  # read as JSONL, not as a JSON text
+
+
+# --- the cost of a line --------------------------------------------------------------------------
+
+
+class _CountingReader(io.BufferedReader):
+    """A buffered stream that counts the bytes ``peek`` copies out of its buffer."""
+
+    peeked = 0
+
+    def peek(self, size: int = 0) -> bytes:
+        ahead = super().peek(size)
+        self.peeked += len(ahead)
+        return ahead
+
+
+@pytest.mark.parametrize("empty_runs", [[0], [1], [1, 15, 16, 17], [5000, 0, 3, 70_000]])
+def test_jsonl_lines_are_read_without_copying_the_buffer_each_and_keep_their_numbers(
+    empty_runs: list[int], tmp_path: Path
+) -> None:
+    lines = [b"{}\n" * 2000 + b"\n" * run for run in empty_runs] + [b"{}\n"]
+    data = b"".join(lines)
+    stream = _CountingReader(io.BytesIO(data), buffer_size=1 << 20)
+    ctx = FileContext(InputFile(str(tmp_path / "a.jsonl"), "a.jsonl"), InputSettings(), "")
+    found = [reject.record for reject in read_jsonl(stream, ctx)]
+    expected = [number for number, line in enumerate(data.split(b"\n")[:-1], start=1) if line]
+    assert found == expected
+    looks = 1 + sum(run >= 16 for run in empty_runs)  # the head sniffed, each long run of empty lines
+    assert stream.peeked <= looks * len(data)  # a copy of the buffer a line: thousands of copies of the file

@@ -88,22 +88,39 @@ def line_limit(max_chars: int) -> int:
 def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[tuple[int, bytes]]:
     """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped.
 
-    A run of empty lines is skipped a buffer at a time (counted, not yielded): millions of them cost
-    what reading their bytes costs, not a Python loop turn each."""
+    A long run of empty lines is skipped a buffer at a time (counted, not yielded): millions of them cost
+    what reading their bytes costs, not a Python loop turn each. Only a run is looked ahead into: ``peek``
+    copies the whole buffer (a megabyte), which once a line would cost more than reading the line."""
+    empty = 0  # empty lines read one by one since the last line with content
     while True:
         ctx.record += 1  # the line being read: where the file broke, if it breaks now
-        ahead = stream.peek()
-        empty = len(ahead) - len(ahead.lstrip(b"\n"))
-        if empty:
-            ctx.record += len(stream.read(empty)) - 1
-            continue
         line = stream.readline(limit + 1)
         if not line:
             return
+        if line == b"\n":
+            empty += 1
+            if empty >= _EMPTY_RUN:
+                ctx.record += _skip_newlines(stream)
+            continue
+        empty = 0
         if len(line) > limit and not line.endswith(b"\n"):
             while (rest := stream.readline(BUFFER_BYTES)) and not rest.endswith(b"\n"):
                 pass
         yield ctx.record, line
+
+
+_EMPTY_RUN = 16  # empty lines in a row after which the rest of the run is skipped a buffer at a time
+
+
+def _skip_newlines(stream: io.BufferedReader) -> int:
+    """Consume the newlines that come next, a buffer at a time; how many."""
+    skipped = 0
+    while ahead := stream.peek():
+        run = len(ahead) - len(ahead.lstrip(b"\n"))
+        skipped += len(stream.read(run))
+        if run < len(ahead):  # the run ends in this buffer
+            break
+    return skipped
 
 
 def _decoded_line(line: bytes, ctx: FileContext) -> tuple[str, bool]:
