@@ -194,7 +194,10 @@ class InputSettings(_Section):
     text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")
     id_field: str = _setting("id", NAME, "JSONL field / Parquet column holding the document id (optional).")
     encoding_errors: str = _setting(
-        "strict", _one_of("strict", "replace"), "Invalid UTF-8: `strict` rejects it, `replace` decodes it with U+FFFD."
+        "strict",
+        _one_of("strict", "replace"),
+        "Invalid UTF-8 or a lone surrogate in what zerda reads (text, id): `strict` rejects the record,"
+        " `replace` turns it into U+FFFD; other fields may hold anything.",
     )
     max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
     max_file_bytes: int = _setting(
