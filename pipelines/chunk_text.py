@@ -25,9 +25,10 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.names import METRICS_NAMESPACE, REJECTS
-from pipelines.records import Reject, SourceRecord, encodable, excerpt, lone_surrogate, nothing_visible
+from pipelines.records import Reject, RejectLimit, SourceRecord, encodable, excerpt, lone_surrogate, nothing_visible
 from pipelines.settings import ChunkingSettings
 from zerda_core.chunks import Document
 
@@ -104,9 +105,10 @@ def _not_a_string(value: object) -> str:
 class _ChunkTextFn(beam.DoFn):
     """Chunks one element; ``setup()`` builds the chunker once per worker from the typed settings."""
 
-    def __init__(self, chunking: ChunkingSettings, per_document: bool) -> None:
+    def __init__(self, chunking: ChunkingSettings, per_document: bool, max_reject_rows: int | None) -> None:
         self._chunking = chunking
         self._per_document = per_document
+        self._max_reject_rows = max_reject_rows
         self._documents = Metrics.counter(METRICS_NAMESPACE, "documents_chunked")
         self._chunks = Metrics.counter(METRICS_NAMESPACE, "chunks_written")
         self._density = Metrics.distribution(METRICS_NAMESPACE, "density_x10000")
@@ -114,23 +116,31 @@ class _ChunkTextFn(beam.DoFn):
     def setup(self) -> None:
         self._chunker = self._chunking.chunker()
 
+    def start_bundle(self) -> None:
+        self._limit = RejectLimit(self._max_reject_rows)
+
+    def finish_bundle(self) -> Iterator[TaggedOutput]:
+        for summary in self._limit.summaries():
+            yield TaggedOutput(REJECTS, GlobalWindows.windowed_value_at_end_of_window(summary))
+
     def process(self, element: object) -> Iterator[Any]:
         item = _as_input(element)
         if isinstance(item, Reject):
-            yield self._reject(item)
+            yield from self._reject(item)
             return
         doc = item.document
         try:
             blank = nothing_visible(doc.text)
             chunks = [] if blank else self._chunker.chunk(doc.text, doc_id=doc.doc_id, source=doc.source)
         except Exception as error:  # a bad document must not stop a 10 TB job
-            yield self._reject(_refused(item, "chunker_error", f"{type(error).__name__}: {error}"))
+            yield from self._reject(_refused(item, "chunker_error", f"{type(error).__name__}: {error}"))
             return
         if blank is not None:
-            yield self._reject(_refused(item, "empty", blank))
+            yield from self._reject(_refused(item, "empty", blank))
             return
         if not chunks:
-            yield self._reject(_refused(item, "below_min_chunk_size", f"{len(doc.text.strip())} visible characters"))
+            below = _refused(item, "below_min_chunk_size", f"{len(doc.text.strip())} visible characters")
+            yield from self._reject(below)
             return
         if item.extra:
             for chunk in chunks:
@@ -143,9 +153,10 @@ class _ChunkTextFn(beam.DoFn):
         else:
             yield from chunks
 
-    def _reject(self, reject: Reject) -> TaggedOutput:
+    def _reject(self, reject: Reject) -> Iterator[TaggedOutput]:
         Metrics.counter(METRICS_NAMESPACE, f"rejects_{reject.reason}").inc()
-        return TaggedOutput(REJECTS, reject)
+        if self._limit.admit(reject):
+            yield TaggedOutput(REJECTS, reject)
 
 
 def _refused(item: _Input, reason: str, message: str) -> Reject:
@@ -157,18 +168,26 @@ class ChunkText(beam.PTransform):
     """Texts, dicts or Documents -> ``DocumentChunk``s (main output ``chunks``) and ``Reject``s (``rejects``).
 
     ``per_document=True`` emits one ``list[DocumentChunk]`` a document instead of one chunk an element.
+    ``max_reject_rows`` (None: no limit) keeps that many rejects per source and reason in a bundle, then one
+    summary ``Reject`` whose ``count`` is the rest (batch, global window): a flood of bad elements stays small.
     The settings are checked (and a ``min_size > max_size`` warning logged) when the transform is built,
     not later on a worker.
     """
 
     def __init__(
-        self, chunking: ChunkingSettings | None = None, *, per_document: bool = False, label: str | None = None
+        self,
+        chunking: ChunkingSettings | None = None,
+        *,
+        per_document: bool = False,
+        max_reject_rows: int | None = None,
+        label: str | None = None,
     ) -> None:
         super().__init__(label)
         self._chunking = ChunkingSettings() if chunking is None else chunking
         self._chunking.chunker()
         self._per_document = per_document
+        self._max_reject_rows = max_reject_rows
 
     def expand(self, elements: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        chunk_fn = _ChunkTextFn(self._chunking, self._per_document)
+        chunk_fn = _ChunkTextFn(self._chunking, self._per_document, self._max_reject_rows)
         return elements | "Chunk" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")

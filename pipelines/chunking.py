@@ -20,12 +20,13 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.chunk_text import ChunkText
 from pipelines.layout import PARTITION_COLUMN, density_bucket
 from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
-from pipelines.records import Reject, excerpt
+from pipelines.records import Reject, RejectLimit, excerpt
 from pipelines.settings import ChunkingSettings, EnrichSettings
 from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
@@ -34,8 +35,16 @@ from zerda_core.enrich import MetadataEnricher
 class _RowsFn(beam.DoFn):
     """One document's chunks -> its rows (enriched when asked) and its summary for the manifest."""
 
-    def __init__(self, enrich: EnrichSettings, bucket_width: float, fingerprint: str, progress_seconds: float) -> None:
+    def __init__(
+        self,
+        enrich: EnrichSettings,
+        bucket_width: float,
+        fingerprint: str,
+        progress_seconds: float,
+        max_reject_rows: int | None,
+    ) -> None:
         self._enrich = enrich
+        self._max_reject_rows = max_reject_rows
         self._bucket_width = bucket_width
         self._fingerprint = fingerprint
         self._progress_seconds = progress_seconds
@@ -43,6 +52,13 @@ class _RowsFn(beam.DoFn):
     def setup(self) -> None:
         self._enricher = MetadataEnricher(top_k=self._enrich.top_k) if self._enrich.keywords else None
         self._progress = Progress(self._progress_seconds)
+
+    def start_bundle(self) -> None:
+        self._limit = RejectLimit(self._max_reject_rows)
+
+    def finish_bundle(self) -> Iterator[TaggedOutput]:
+        for summary in self._limit.summaries():
+            yield TaggedOutput(REJECTS, GlobalWindows.windowed_value_at_end_of_window(summary))
 
     def process(self, chunks: list[DocumentChunk]) -> Iterator[Any]:
         first = chunks[0].metadata
@@ -56,7 +72,8 @@ class _RowsFn(beam.DoFn):
             Metrics.counter(METRICS_NAMESPACE, "rejects_chunker_error").inc()
             record = first.extra.get("record", 0)
             reject = Reject(first.source, record, first.doc_id, "chunker_error", message, excerpt(chunks[0].text))
-            yield TaggedOutput(REJECTS, reject)
+            if self._limit.admit(reject):
+                yield TaggedOutput(REJECTS, reject)
             return
         Metrics.counter(METRICS_NAMESPACE, f"chunks_bucket_{bucket}").inc(len(rows))
         self._progress.add(first.source, chunks[-1].metadata.end_char, len(rows))
@@ -92,8 +109,9 @@ class _RowsFn(beam.DoFn):
 class ChunkDocuments(beam.PTransform):
     """SourceRecords → each document's chunk rows as one list (main output) and rejects (``REJECTS`` tag).
 
-    It takes only the settings it needs: the chunking and enrichment sections, the bucket width and
-    the run's settings fingerprint (stored in every row).
+    It takes only the settings it needs: the chunking and enrichment sections, the bucket width,
+    the run's settings fingerprint (stored in every row) and the reject rows kept per source and reason
+    in a bundle (``input.max_reject_rows``; None: all).
     """
 
     def __init__(
@@ -104,10 +122,11 @@ class ChunkDocuments(beam.PTransform):
         bucket_width: float,
         fingerprint: str,
         progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
+        max_reject_rows: int | None = None,
     ) -> None:
         super().__init__()
-        self._chunk_text = ChunkText(chunking, per_document=True)
-        self._rows_fn = _RowsFn(enrich, bucket_width, fingerprint, progress_seconds)
+        self._chunk_text = ChunkText(chunking, per_document=True, max_reject_rows=max_reject_rows)
+        self._rows_fn = _RowsFn(enrich, bucket_width, fingerprint, progress_seconds, max_reject_rows)
 
     def expand(self, records: beam.PCollection) -> ChunkedDocuments:
         chunked = records | "ChunkText" >> self._chunk_text

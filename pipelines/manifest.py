@@ -14,7 +14,8 @@ The inputs:
 - ``summaries``: one ``(doc_id, {bucket: [chunks, characters, text characters, overlap characters]})``
   per chunked document (see ``pipelines.chunking.summarise``), from
   ``ChunkDocuments`` (one small element a document, not a pass over every chunk row).
-- ``rejects``: ``Reject`` records.
+- ``rejects``: ``Reject`` records; each counts as ``count`` records of its reason (a flood's summary row
+  stands for many), and ``reject_rows`` counts the rows, which the commit checks against the files.
 - ``reports``: ``FileReport`` per input file; ``records_read`` is the sum of their ``records``, so the
   reader counts every record it emits, as a document or as a reject (a file-level reject included).
 
@@ -128,6 +129,7 @@ def _counts(
     *,
     documents_chunked: int,
     rejects: Mapping[str, int],
+    reject_rows: int,
     chunks_by_bucket: Mapping[int, int],
     chars_by_bucket: Mapping[int, int],
     text_chars: int,
@@ -138,6 +140,7 @@ def _counts(
     return {
         "documents_chunked": documents_chunked,
         "rejects": {reason: rejects.get(reason, 0) for reason in REJECT_REASONS},
+        "reject_rows": reject_rows,
         "chunks": sum(chunks_by_bucket.values()),
         "chunks_by_bucket": _by_bucket(chunks_by_bucket),
         "chars_by_bucket": _by_bucket(chars_by_bucket),
@@ -171,7 +174,7 @@ class BuildManifest(beam.PTransform):
         )
         facts = (
             summaries | "DocumentFacts" >> beam.Map(lambda summary: ("document", summary[1])),
-            rejects | "RejectFacts" >> beam.Map(lambda reject: ("reject", reject.reason)),
+            rejects | "RejectFacts" >> beam.Map(lambda reject: ("reject", (reject.reason, reject.count))),
             reports | "FileFacts" >> beam.Map(lambda report: ("file", report)),
             duplicates,
         ) | "AllFacts" >> beam.Flatten()
@@ -181,6 +184,7 @@ class BuildManifest(beam.PTransform):
         counts = _counts(
             documents_chunked=acc["documents"],
             rejects=acc["rejects"],
+            reject_rows=acc["reject_rows"],
             chunks_by_bucket={b: t[0] for b, t in acc["buckets"].items()},
             chars_by_bucket={b: t[1] for b, t in acc["buckets"].items()},
             text_chars=sum(t[2] for t in acc["buckets"].values()),
@@ -203,7 +207,15 @@ class _ManifestCounts(beam.CombineFn):
     """Every count of the manifest in one combine: one shuffle instead of one per count."""
 
     def create_accumulator(self) -> dict[str, Any]:
-        return {"documents": 0, "rejects": {}, "buckets": {}, "duplicates": 0, "examples": [], "reports": []}
+        return {
+            "documents": 0,
+            "rejects": {},
+            "reject_rows": 0,
+            "buckets": {},
+            "duplicates": 0,
+            "examples": [],
+            "reports": [],
+        }
 
     def add_input(self, acc: dict[str, Any], fact: Any) -> dict[str, Any]:
         kind, value = fact
@@ -211,7 +223,9 @@ class _ManifestCounts(beam.CombineFn):
             acc["documents"] += 1
             _add_buckets(acc["buckets"], value)
         elif kind == "reject":
-            acc["rejects"][value] = acc["rejects"].get(value, 0) + 1
+            reason, count = value
+            acc["rejects"][reason] = acc["rejects"].get(reason, 0) + count
+            acc["reject_rows"] += 1
         elif kind == "file":
             acc["reports"].append(value)
         else:
@@ -225,6 +239,7 @@ class _ManifestCounts(beam.CombineFn):
             merged["documents"] += acc["documents"]
             for reason, n in acc["rejects"].items():
                 merged["rejects"][reason] = merged["rejects"].get(reason, 0) + n
+            merged["reject_rows"] += acc["reject_rows"]
             _add_buckets(merged["buckets"], acc["buckets"])
             merged["duplicates"] += acc["duplicates"]
             merged["examples"] = sorted([*merged["examples"], *acc["examples"]])[:DUPLICATE_EXAMPLES]

@@ -179,6 +179,7 @@ def build_pipeline(
         bucket_width=settings.output.bucket_width,
         fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
+        max_reject_rows=settings.input.max_reject_rows,
     )
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(
@@ -431,7 +432,10 @@ def nothing_chunked(manifest: dict[str, Any]) -> str:
 
 # What to do about a not_text reject, by how the reader's message starts (pipelines.io.source, .context).
 _NOT_TEXT_HINTS = {
-    "not a corpus file type": "a file type zerda does not know can be read as text with input.formats in the config",
+    "not a corpus file type": (
+        "a file type zerda does not know can be read as text with input.formats in the config"
+        " (input.default_format: text for files without a suffix)"
+    ),
     "UTF-16 text": "UTF-16 file(s): convert them to UTF-8 (iconv -f UTF-16 -t UTF-8)",
     "UTF-32 text": "UTF-32 file(s): convert them to UTF-8 (iconv -f UTF-32 -t UTF-8)",
     "binary content": "binary file(s) matched the input (NUL bytes near their start): narrow --input to the corpus",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from pipelines.redact import bounded
 
 REJECT_REASONS = (
     "empty",
@@ -36,7 +38,11 @@ class SourceRecord:
 
 @dataclass(frozen=True)
 class Reject:
-    """An input record (or file) that yields no chunk, with the reason why."""
+    """An input record (or file) that yields no chunk, with the reason why.
+
+    ``count`` is how many records the row stands for: 1, or for the summary row of a flood (see
+    :class:`RejectLimit`) the rejects of its reason past the limit, so the manifest still counts each record.
+    """
 
     source: str
     record: int
@@ -44,10 +50,52 @@ class Reject:
     reason: str
     message: str
     excerpt: str
+    count: int = 1
 
     def __post_init__(self) -> None:
         if self.reason not in REJECT_REASONS:
             raise ValueError(f"unknown reject reason {self.reason!r}")
+
+
+class RejectLimit:
+    """Keeps the first ``limit`` rejects of each source and reason; the rest are only counted, and come out
+    as one summary row per source and reason (:meth:`summaries`).
+
+    A million bad lines in a small file would otherwise be a million rows held and written: memory here is
+    one counter and one example per source and reason, whatever the flood. ``None``: no limit.
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self._limit = limit
+        self._kept: dict[tuple[str, str], int] = {}
+        self._over: dict[tuple[str, str], tuple[Reject, int, int, int]] = {}  # first left out, records from, to, count
+
+    def admit(self, reject: Reject) -> bool:
+        """Whether ``reject`` is kept as its own row; if not, it is counted into its summary."""
+        key = (reject.source, reject.reason)
+        kept = self._kept.get(key, 0)
+        if self._limit is None or kept < self._limit:
+            self._kept[key] = kept + 1
+            return True
+        first, low, high, count = self._over.get(key, (reject, reject.record, reject.record, 0))
+        self._over[key] = (first, min(low, reject.record), max(high, reject.record), count + reject.count)
+        return False
+
+    def summaries(self) -> list[Reject]:
+        """One row per source and reason that went past the limit, carrying the count left out; then resets."""
+        rows = [
+            replace(
+                first,
+                message=bounded(
+                    f"{count:,} more {reason} rejects, records {low} to {high}, past the first {self._limit}"
+                    f" kept (input.max_reject_rows); the first of them: {first.message}"
+                ),
+                count=count,
+            )
+            for (_, reason), (first, low, high, count) in self._over.items()
+        ]
+        self._kept, self._over = {}, {}
+        return rows
 
 
 def excerpt(value: object) -> str:
@@ -88,14 +136,23 @@ class FileReport:
 # UTF-8, so Arrow and Beam's string coders, cannot encode: every string a record or reject carries passes here.
 
 
-def lone_surrogate(text: str, what: str) -> str | None:
-    """Where ``text`` (the ``what`` of a record) holds a lone surrogate, as a reject message; None if nowhere."""
-    found = None if text.isascii() else _SURROGATE.search(text)
-    if found is None:
+def lone_surrogate(text: str, what: str, escaped: bool = False) -> str | None:
+    """Where ``text`` (the ``what`` of a record) holds a lone surrogate, as a reject message; None if nowhere.
+
+    ``escaped``: the text was decoded with ``surrogateescape``, so U+DC80..U+DCFF stand for invalid bytes."""
+    at = surrogate_at(text)
+    if at is None:
         return None
-    return (
-        f"lone surrogate U+{ord(found.group()):04X} at character {found.start()} of the {what}: not encodable as UTF-8"
-    )
+    code = ord(text[at])
+    if escaped and 0xDC80 <= code <= 0xDCFF:
+        return f"invalid UTF-8 (byte 0x{code - 0xDC00:02X}) at character {at} of the {what}"
+    return f"lone surrogate U+{code:04X} at character {at} of the {what}: not encodable as UTF-8"
+
+
+def surrogate_at(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text``, or None."""
+    found = None if text.isascii() else _SURROGATE.search(text)
+    return None if found is None else found.start()
 
 
 def without_surrogates(text: str) -> str:

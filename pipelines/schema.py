@@ -3,7 +3,8 @@
 - ``CHUNK_SCHEMA``: the columns stored in ``OUTPUT/density_bucket=K/part-*.parquet``. The
   partition column ``density_bucket`` is not stored in the files: Hive partitioning puts it in
   the path, and readers (pyarrow, DuckDB, polars) add it back from there.
-- ``REJECT_SCHEMA``: the columns of ``OUTPUT/_rejects/``, one row per input record without chunks.
+- ``REJECT_SCHEMA``: the columns of ``OUTPUT/_rejects/``, one row per input record without chunks, except
+  past ``input.max_reject_rows``: then one summary row whose ``count`` is the records it stands for.
 
 Every column is required except ``keywords`` (null when enrichment is off), ``local_density``
 (null unless ``chunking.density_scope`` is ``section``) and ``section`` (the Markdown/rST heading
@@ -60,6 +61,7 @@ REJECT_SCHEMA = pa.schema(
         _required("reason", pa.string()),
         _required("message", pa.string()),
         _required("excerpt", pa.string()),
+        _required("count", pa.int64()),
     ]
 )
 

@@ -71,6 +71,9 @@ SUFFIX_FORMATS = _Rule(
     "a mapping of single file suffixes ('.log', no compression suffix) to "
     + ", ".join(repr(f) for f in CORPUS_FORMATS),
 )
+OPTIONAL_FORMAT = _Rule(
+    "str", lambda v: v is None or v in CORPUS_FORMATS, "null or one of " + ", ".join(repr(f) for f in CORPUS_FORMATS)
+)
 _SUFFIX = re.compile(r"\.[^\s./\\]+")  # one dot, then no dot, separator or space: what split_suffixes can find
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 
@@ -193,7 +196,10 @@ class InputSettings(_Section):
     text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")
     id_field: str = _setting("id", NAME, "JSONL field / Parquet column holding the document id (optional).")
     encoding_errors: str = _setting(
-        "strict", _one_of("strict", "replace"), "Invalid UTF-8: `strict` rejects it, `replace` decodes it with U+FFFD."
+        "strict",
+        _one_of("strict", "replace"),
+        "Invalid UTF-8 or a lone surrogate in what zerda reads (text, id): `strict` rejects the record,"
+        " `replace` turns it into U+FFFD; other fields may hold anything.",
     )
     max_document_chars: int = _setting(50_000_000, POSITIVE_INT, "Longer documents are rejected as `too_large`.")
     max_file_bytes: int = _setting(
@@ -210,6 +216,18 @@ class InputSettings(_Section):
     )
     formats: Mapping[str, str] = _setting(
         {}, SUFFIX_FORMATS, "Other file suffixes read as a known format, e.g. `{.html: text}`; others are `not_text`."
+    )
+    default_format: str | None = _setting(
+        None,
+        OPTIONAL_FORMAT,
+        "Format of a file whose suffix is neither known nor in `formats`, or that has none (`README`, `NEWS.gz`,"
+        " `changelog.Debian.gz`); null: such a file is a `not_text` reject.",
+    )
+    max_reject_rows: int = _setting(
+        1000,
+        POSITIVE_INT,
+        "Reject rows kept per reason for each file part read (a file is one part unless split by `split_bytes`);"
+        " past it one summary row per reason carries the count of the rest, so the manifest counts every record.",
     )
 
     def _cross_checks(self) -> list[str]:

@@ -154,7 +154,7 @@ def build_bad_corpus(root: Path) -> BadCorpus:
     latin1 = _Jsonl(corpus, "latin1.jsonl")
     latin1.good("utf8-ok", prose(rng, 6))
     latin1_text = prose(rng, 6).encode() + b" caf\xe9 cr\xe8me " + prose(rng, 2).encode()
-    latin1.bad(b'{"id": "latin1", "text": "' + latin1_text + b'"}', "invalid_utf8")
+    latin1.bad(b'{"id": "latin1", "text": "' + latin1_text + b'"}', "invalid_utf8", "latin1")  # its id is valid
     latin1.write()
     corpus.replaced["latin1.jsonl"] = ("latin1", latin1_text.decode("utf-8", "replace"))
 

@@ -311,7 +311,7 @@ def test_invalid_utf8_is_rejected_by_default(tmp_path: Path) -> None:
     assert [r.text for r in records] == ["good", "after"]
     reject = only_reject(rejects)
     assert (reject.reason, reject.record) == ("invalid_utf8", 2)
-    assert "invalid UTF-8 at byte 14" in reject.message
+    assert reject.message == "invalid UTF-8 (byte 0xFF) at character 4 of the text"
     assert "\\xff\\xfe" in reject.excerpt
 
 
@@ -468,7 +468,10 @@ def test_unsupported_file_type_is_rejected_without_opening_it(tmp_path: Path) ->
     records, rejects, report = read(tmp_path / "never-created.png")
     assert records == []
     reject = only_reject(rejects)
-    message = "not a corpus file type: .png (input.formats can map a suffix to a format)"
+    message = (
+        "not a corpus file type: .png (input.formats can map a suffix to a format, input.default_format names"
+        " one for every other file)"
+    )
     assert (reject.reason, reject.record, reject.message) == ("not_text", 0, message)
     assert (report.records, report.bytes_read) == (1, 0)
 

@@ -66,7 +66,7 @@ def test_rejects_say_where_the_record_was(sample_output: Path) -> None:
     assert len(rejects) == sum(manifest["counts"]["rejects"].values()) > 0
     described = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{sample_output}/_rejects/*')").fetchall()
     columns = [c[0] for c in described]
-    assert columns == ["source", "record", "doc_id", "reason", "message", "excerpt"]
+    assert columns == ["source", "record", "doc_id", "reason", "message", "excerpt", "count"]
 
 
 def test_a_run_without_rejects_writes_an_empty_rejects_file_the_documented_query_reads(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_run_without_rejects_writes_an_empty_rejects_file_the_documented_query
     assert main(["--input", str(corpus), "--output", str(output)]) == 0
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{output}/_rejects/*')").fetchall() == [(0,)]
     described = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{output}/_rejects/*')").fetchall()
-    assert [c[0] for c in described] == ["source", "record", "doc_id", "reason", "message", "excerpt"]
+    assert [c[0] for c in described] == ["source", "record", "doc_id", "reason", "message", "excerpt", "count"]
     manifest = read_manifest(output)
     entry = next(e for e in manifest["output"]["files"] if e["path"] == "_rejects/part-00000.pq")
     assert entry == {"path": "_rejects/part-00000.pq", "rows": 0, "bytes": (output / entry["path"]).stat().st_size}

@@ -161,7 +161,7 @@ def test_reject_excerpts_show_the_bad_input(reject_rows: list[dict]) -> None:
     by_id = {row["doc_id"]: row for row in reject_rows}
     assert by_id["list-text"]["excerpt"] == '{"id": "list-text", "text": ["a", "list"]}'
     assert by_id["nul-text"]["message"].startswith("NUL character at ")
-    assert by_id["latin1.jsonl/2"]["excerpt"].count("\\xe9") == 1  # the bad byte, escaped
+    assert by_id["latin1"]["excerpt"].count("\\xe9") == 1  # the bad byte, escaped
     assert "NUL" in by_id["nul.txt"]["message"] and "unreadable" in by_id["truncated.jsonl.gz"]["message"]
 
 

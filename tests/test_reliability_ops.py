@@ -261,7 +261,7 @@ def _commit_with_missing_staging(out: Path, table: object) -> None:
     staged = StagedFile("density_bucket=4", f"_staging/{new_run_id()}/density_bucket=4/part-gone.parquet", 1)
     manifest = read_manifest(out)
     counts = manifest["counts"]  # counts of the one staged row: the commit's own checks of them pass
-    counts.update(chunks_by_bucket={"4": 1}, rejects={}, records_read=counts["documents_chunked"])
+    counts.update(chunks_by_bucket={"4": 1}, rejects={}, reject_rows=0, records_read=counts["documents_chunked"])
     commit = write_module._Commit(fs_root)
     list(commit.process(None, [staged], [], manifest, []))
 

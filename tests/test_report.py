@@ -97,6 +97,7 @@ def write_output(url: str, *, success: bool = True, drop_text: bool = False) -> 
             pq.write_table(table, f)
     rejects = [
         {"source": src, "record": i, "doc_id": f"r{i}", "reason": r, "message": f"{r} at {i}", "excerpt": ""}
+        | {"count": 1}
         for i, (r, src) in enumerate(zip(REJECTS, REJECT_SOURCES, strict=True))
     ]
     fs.makedirs(f"{root}/_rejects", exist_ok=True)

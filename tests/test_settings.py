@@ -64,6 +64,8 @@ def test_defaults_are_the_documented_ones() -> None:
             "max_file_bytes": 10_000_000_000,
             "split_bytes": 64 << 20,
             "formats": {},
+            "default_format": None,
+            "max_reject_rows": 1000,
         },
         "output": {"bucket_width": 0.1, "compression": "zstd", "max_rows_per_file": 100_000, "incremental": False},
         "enrich": {"keywords": False, "top_k": 5},

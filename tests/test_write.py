@@ -169,7 +169,7 @@ def test_bucket_count_and_bad_values() -> None:
 def test_schemas_store_no_partition_column_and_require_all_but_the_optional_columns() -> None:
     assert PARTITION_COLUMN not in CHUNK_SCHEMA.names
     assert [f.name for f in CHUNK_SCHEMA if f.nullable] == ["keywords", "local_density", "section", "token_count"]
-    assert REJECT_SCHEMA.names == ["source", "record", "doc_id", "reason", "message", "excerpt"]
+    assert REJECT_SCHEMA.names == ["source", "record", "doc_id", "reason", "message", "excerpt", "count"]
 
 
 def test_staging_writes_a_file_per_max_rows_and_bucket(tmp_path: Path) -> None:

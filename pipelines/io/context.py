@@ -7,6 +7,7 @@ whole-file document or for the file itself.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from pipelines.records import (
     excerpt,
     lone_surrogate,
     nothing_visible,
+    surrogate_at,
     without_surrogates,
 )
 from pipelines.redact import bounded, redact_url, remember_credentials
@@ -86,14 +88,20 @@ class FileContext:
         """Stable id of a record without one: ``relative/path.jsonl/17``."""
         return f"{self.name}/{record}"
 
-    def surrogate_free(self, text: str, record: int, doc_id: str, what: str) -> str | Reject:
+    def surrogate_free(self, text: str, record: int, doc_id: str, what: str, escaped: bool = False) -> str | Reject:
         """Text from a JSON escape may hold lone surrogates, which UTF-8 (so Arrow) cannot encode:
-        ``strict`` rejects the record as ``invalid_utf8``, ``replace`` turns them into U+FFFD."""
-        where = lone_surrogate(text, what)
+        ``strict`` rejects the record as ``invalid_utf8``, ``replace`` turns them into U+FFFD. ``escaped``:
+        the line held invalid UTF-8, kept as ``surrogateescape`` surrogates, which are named as bytes."""
+        where = lone_surrogate(text, what, escaped)
         if where is None:
             return text
         if self.settings.encoding_errors == "replace":
             return without_surrogates(text)
+        if escaped:  # the bytes around the first bad one, as Python writes bytes: ``caf\xe9``
+            at = surrogate_at(text) or 0
+            text = text[max(0, at - 60) : at + 60]
+            with contextlib.suppress(UnicodeEncodeError):  # a surrogate escape in it too: shown as ``\ud800``
+                text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         return self.reject(record, doc_id, "invalid_utf8", where, text)
 
     def decode(self, data: bytes, record: int, doc_id: str, encoding: str = "utf-8-sig") -> str | Reject:
@@ -119,8 +127,11 @@ class FileContext:
             return self.reject(record, doc_id, "not_text", f"NUL character at {text.index(chr(0))}", text)
         return SourceRecord(self.source, record, doc_id, text)
 
-    def from_fields(self, record: int, raw_id: object, text: object, bad_input: object) -> SourceRecord | Reject:
-        """A JSONL object's or Parquet row's id and text; ids may be strings or integers."""
+    def from_fields(
+        self, record: int, raw_id: object, text: object, bad_input: object, escaped: bool = False
+    ) -> SourceRecord | Reject:
+        """A JSONL object's or Parquet row's id and text; ids may be strings or integers. ``escaped``: see
+        :meth:`surrogate_free`."""
         if isinstance(raw_id, bytes):  # a Parquet string column, read as bytes: decoded value by value
             raw_id = self.decode(raw_id, record, self.default_id(record), "utf-8")
             if isinstance(raw_id, Reject):
@@ -130,14 +141,14 @@ class FileContext:
         )
         doc_id = str(raw_id) if has_id else self.default_id(record)
         if isinstance(raw_id, str):
-            checked = self.surrogate_free(doc_id, record, self.default_id(record), "id")
+            checked = self.surrogate_free(doc_id, record, self.default_id(record), "id", escaped)
             if isinstance(checked, Reject):
                 return checked
             doc_id = checked
         if isinstance(text, bytes):  # decoded from UTF-8: no surrogate can be in it
             text = self.decode(text, record, doc_id, "utf-8")
         elif isinstance(text, str) and not isinstance(text, BigInt):
-            text = self.surrogate_free(text, record, doc_id, "text")
+            text = self.surrogate_free(text, record, doc_id, "text", escaped)
         else:
             field = bounded(self.settings.text_field)
             what = f"has no field {field!r}" if text is MISSING else f"has {field!r} = {_kind(text)}, not a string"

@@ -2,7 +2,8 @@
 
 JSONL is streamed a line at a time, a text file is one document, Parquet is read by record
 batch with pyarrow (only the text and id columns). A suffix names the format (``a.JSONL.gz``:
-JSONL, gzip); ``input.formats`` in the settings maps other suffixes to one of them.
+JSONL, gzip); ``input.formats`` in the settings maps other suffixes to one of them, and
+``input.default_format`` names the format of any other file (no suffix: ``README``, ``NEWS.gz``).
 """
 
 from __future__ import annotations
@@ -53,9 +54,15 @@ def split_suffixes(url: str) -> tuple[str, str]:
 
 
 def reader_for(suffix: str, settings: InputSettings) -> Reader | None:
-    """The reader of a format suffix: a mapping in ``input.formats`` first, then the known suffixes."""
+    """The reader of a format suffix: a mapping in ``input.formats`` first, then the known suffixes, then
+    ``input.default_format`` (for any other suffix, or none)."""
     named = {s.lower(): name for s, name in settings.formats.items()}.get(suffix)
-    return FORMATS[named] if named else _READERS.get(suffix)
+    if named:
+        return FORMATS[named]
+    known = _READERS.get(suffix)
+    if known is None and settings.default_format is not None:
+        return FORMATS[settings.default_format]
+    return known
 
 
 def read_jsonl(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
@@ -73,8 +80,7 @@ def read_jsonl(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRe
             shown = line[:1000].decode("utf-8", "replace")  # text, not the repr of bytes
             yield ctx.reject(number, default_id, "too_large", f"line longer than {limit} bytes", shown)
             continue
-        text = ctx.decode(line, number, default_id)
-        yield text if isinstance(text, Reject) else _json_record(ctx, number, text)
+        yield _json_record(ctx, number, line)
 
 
 def line_limit(max_chars: int) -> int:
@@ -86,36 +92,96 @@ def line_limit(max_chars: int) -> int:
 def _lines(stream: io.BufferedReader, ctx: FileContext, limit: int) -> Iterator[tuple[int, bytes]]:
     """Numbered lines; a line over ``limit`` bytes comes cut to ``limit + 1`` and the rest is skipped.
 
-    A run of empty lines is skipped a buffer at a time (counted, not yielded): millions of them cost
-    what reading their bytes costs, not a Python loop turn each."""
+    A long run of empty lines is skipped a buffer at a time (counted, not yielded): millions of them cost
+    what reading their bytes costs, not a Python loop turn each. Only a run is looked ahead into: ``peek``
+    copies the whole buffer (a megabyte), which once a line would cost more than reading the line."""
+    empty = 0  # empty lines read one by one since the last line with content
     while True:
         ctx.record += 1  # the line being read: where the file broke, if it breaks now
-        ahead = stream.peek()
-        empty = len(ahead) - len(ahead.lstrip(b"\n"))
-        if empty:
-            ctx.record += len(stream.read(empty)) - 1
-            continue
         line = stream.readline(limit + 1)
         if not line:
             return
+        if line == b"\n":
+            empty += 1
+            if empty >= _EMPTY_RUN:
+                ctx.record += _skip_newlines(stream)
+            continue
+        empty = 0
         if len(line) > limit and not line.endswith(b"\n"):
             while (rest := stream.readline(BUFFER_BYTES)) and not rest.endswith(b"\n"):
                 pass
         yield ctx.record, line
 
 
-def _json_record(ctx: FileContext, number: int, line: str) -> SourceRecord | Reject:
+_EMPTY_RUN = 16  # empty lines in a row after which the rest of the run is skipped a buffer at a time
+
+
+def _skip_newlines(stream: io.BufferedReader) -> int:
+    """Consume the newlines that come next, a buffer at a time; how many."""
+    skipped = 0
+    while ahead := stream.peek():
+        run = len(ahead) - len(ahead.lstrip(b"\n"))
+        skipped += len(stream.read(run))
+        if run < len(ahead):  # the run ends in this buffer
+            break
+    return skipped
+
+
+def _decoded_line(line: bytes, ctx: FileContext) -> tuple[str, bool]:
+    """The line as text, and whether it held invalid UTF-8. Only the fields zerda reads must be valid:
+    with ``strict``, invalid bytes are kept as lone surrogates (``surrogateescape``) for the text and id
+    checks to reject, so a bad byte in another field, like a lone surrogate escape there, costs nothing."""
+    if ctx.settings.encoding_errors == "replace":
+        return line.decode("utf-8-sig", "replace"), False
+    try:
+        return line.decode("utf-8-sig"), False
+    except UnicodeDecodeError:
+        return line.decode("utf-8-sig", "surrogateescape"), True
+
+
+def _json_record(ctx: FileContext, number: int, raw: bytes) -> SourceRecord | Reject:
+    line, escaped = _decoded_line(raw, ctx)
     shown = line[: EXCERPT_CHARS + 2].rstrip("\r\n")  # what a reject shows, without copying a long line
     try:
-        obj = json.loads(line, parse_int=_int_or_digits)
+        obj = json.loads(line, parse_int=_int_or_digits, object_pairs_hook=_object)
     except (ValueError, RecursionError) as err:
+        undecodable = ctx.decode(raw, number, ctx.default_id(number)) if escaped else None
+        if isinstance(undecodable, Reject):  # bad bytes and no JSON: the bytes are the likelier cause (Latin-1)
+            return undecodable
         hint = _CR_HINT if "\r" in line.rstrip("\r\n") else ""
         return ctx.reject(number, ctx.default_id(number), "invalid_json", f"invalid JSON: {err}{hint}", shown)
     if not isinstance(obj, dict):
         message = f"{json_kind(obj)} where an object was expected"
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
-    return ctx.from_fields(number, obj.get(settings.id_field), obj.get(settings.text_field, MISSING), shown)
+    repeated = obj.twice if isinstance(obj, _Repeated) else {}
+    read_twice = [key for key in (settings.text_field, settings.id_field) if key in repeated]
+    if read_twice:  # a field zerda does not read may repeat, as it may hold anything
+        key = read_twice[0]
+        message = f"key {bounded(key)!r} appears {repeated[key]} times: which value to read?"
+        return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
+    text = obj.get(settings.text_field, MISSING)
+    return ctx.from_fields(number, obj.get(settings.id_field), text, shown, escaped=escaped)
+
+
+class _Repeated(dict[str, object]):
+    """A JSON object that names a key more than once: ``twice`` counts each such key's occurrences."""
+
+    twice: dict[str, int]
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object as a dict; one with a repeated key remembers it (``json`` keeps the last value silently,
+    other parsers the first: a record whose text or id is named twice has no one meaning)."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    repeated = _Repeated(obj)
+    counts: dict[str, int] = {}
+    for key, _ in pairs:
+        counts[key] = counts.get(key, 0) + 1
+    repeated.twice = {key: n for key, n in counts.items() if n > 1}
+    return repeated
 
 
 def _int_or_digits(digits: str) -> int | BigInt:

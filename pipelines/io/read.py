@@ -20,7 +20,7 @@ from pipelines.io.expand import InputFile
 from pipelines.io.source import read_part
 from pipelines.io.split import FilePart, plan_parts, spread_whole
 from pipelines.names import FILES, METRICS_NAMESPACE, RECORDS, REJECTS
-from pipelines.records import REJECT_REASONS, FileReport, Reject, SourceRecord
+from pipelines.records import REJECT_REASONS, FileReport, Reject, RejectLimit, SourceRecord
 from pipelines.settings import InputSettings
 
 SPREAD = "spread"  # _ReadPartFn: batches of the records of a large unsplittable file
@@ -87,6 +87,7 @@ class _ReadPartFn(beam.DoFn):
     def process(self, part: FilePart) -> Iterator[SourceRecord | TaggedOutput]:
         batch: list[SourceRecord] = []
         chars = 0
+        limit = RejectLimit(self._input.max_reject_rows)  # per part: a flood of bad lines costs a counter
         for item in read_part(part, self._input):
             if isinstance(item, FileReport):
                 if part.index == 0:  # a file's first part counts it
@@ -98,7 +99,8 @@ class _ReadPartFn(beam.DoFn):
             self._records_read.inc()
             if isinstance(item, Reject):
                 self._rejects[item.reason].inc()
-                yield TaggedOutput(REJECTS, item)
+                if limit.admit(item):
+                    yield TaggedOutput(REJECTS, item)
             elif not part.spread:
                 yield item
             else:
@@ -109,6 +111,8 @@ class _ReadPartFn(beam.DoFn):
                     batch, chars = [], 0
         if batch:
             yield TaggedOutput(SPREAD, batch)
+        for summary in limit.summaries():
+            yield TaggedOutput(REJECTS, summary)
 
 
 def _file_report(keyed: tuple[str, Iterable[tuple[int, FileReport]]]) -> FileReport:

@@ -132,7 +132,10 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
         yield FileReport(ctx.source, 0, 1, message)
         return
     if reader is None:
-        message = f"not a corpus file type: {fmt or 'no suffix'} (input.formats can map a suffix to a format)"
+        message = (
+            f"not a corpus file type: {fmt or 'no suffix'} (input.formats can map a suffix to a format,"
+            " input.default_format names one for every other file)"
+        )
         yield ctx.reject(0, ctx.name, "not_text", message)
         yield FileReport(ctx.source, 0, 1)
         return

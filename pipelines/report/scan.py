@@ -226,15 +226,16 @@ def read_rejects(
     files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"), listed)
     if not files:
         return {}, ()
-    table = ds.dataset(files, filesystem=fs, format="parquet").to_table(
-        columns=["source", "record", "reason", "message"]
-    )
+    dataset = ds.dataset(files, filesystem=fs, format="parquet")
+    counted = "count" in dataset.schema.names  # a summary row stands for ``count`` records (older outputs: 1 a row)
+    table = dataset.to_table(columns=["source", "record", "reason", "message"] + (["count"] if counted else []))
     by_reason: Counter[str] = Counter()
     by_file: dict[str, tuple[Counter[str], tuple[int, str]]] = {}
     for row in table.to_pylist():
-        by_reason[row["reason"]] += 1
+        records = row["count"] if counted else 1
+        by_reason[row["reason"]] += records
         reasons, first = by_file.setdefault(row["source"], (Counter(), (row["record"], row["message"])))
-        reasons[row["reason"]] += 1
+        reasons[row["reason"]] += records
         by_file[row["source"]] = (reasons, min(first, (row["record"], row["message"])))
     rejected = [
         RejectedFile(source, sum(reasons.values()), dict(_most_first(reasons)), first[1])
