@@ -30,6 +30,7 @@ _MARK_ENDS.update({mark: re.compile(mark + _ARABIC_END) for mark in "؟۔"})
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _SPACE_BEFORE_LF = re.compile(r"\n(?<=[^\S\n]\n)")
+_LF_RUN = re.compile(r"\n\n+")  # the same again, twice as fast, for text with no whitespace before a line feed
 _BLANK_LINE_AFTER = re.compile(r"[^\S\r\n]*" + _BLANK_LINE.pattern)
 _NON_SPACE = re.compile(r"\S")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
@@ -74,10 +75,10 @@ class SentenceEnds:
                 ends.extend([m.end() for m in pattern.finditer(text)])
         if "\r" in text:
             blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
+        elif _SPACE_BEFORE_LF.search(text):
+            blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LF_LINE.finditer(text)]
         else:
-            blank_lines = [m.start() for m in _BLANK_LF_LINE.finditer(text)]
-            if _SPACE_BEFORE_LF.search(text):
-                blank_lines = [_visible_end(text, end) for end in blank_lines]
+            blank_lines = [m.start() for m in _LF_RUN.finditer(text)]
         ends.extend(blank_lines)
         self.paragraph_ends = blank_lines  # the ends before a blank line, in order
         self.last = _visible_end(text, len(text))
