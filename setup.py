@@ -51,7 +51,7 @@ EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
 setup(
     name="zerda",
-    version="0.2.1",
+    version="0.2.2",
     description="Density-adaptive re-chunking of text corpora for retrieval, as an Apache Beam pipeline.",
     long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",

@@ -54,7 +54,7 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
 _WINDOW = 1 << 20
 VOCABULARY_WINDOW = 50
-VOCABULARY_BLOCKS = 32
+VOCABULARY_BLOCKS = 8
 TECH_HITS_FULL = 4.0
 WORD_LENGTH_BASELINE = 4.5
 ARABIC_WORD_LENGTH_BASELINE = 4.1
@@ -79,10 +79,12 @@ def _estimate_density(text: str) -> float:
       (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
     - unique vocabulary ratio (0.3): the mean, over blocks of ``VOCABULARY_WINDOW`` (50)
       consecutive lowercased words, of distinct words / 50 (a mean segmental type-token
-      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (32), spread evenly over
+      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (8), spread evenly over
       the ``n`` words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a
       text of fewer than 100 words has one block, its first 50 words (or all of them). A plain
-      distinct/words ratio falls as a text grows; this does not, and its cost is bounded.
+      distinct/words ratio falls as a text grows; this does not, and its cost is bounded (8
+      blocks, 400 words, are enough for a page, its translation and the page repeated to
+      score alike; each block costs a Python step per word).
     - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
       [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
       4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
