@@ -85,6 +85,7 @@ class SentenceEnds:
         ends.append(self.last)
         ends.sort()
         self.ends = ends
+        self._doubted: dict[int, bool] = {}  # is_end's answers for the ends after a dot or a closer
 
     def restructure(self, extra: list[int], keep_whole: list[tuple[int, int]]) -> None:
         """Add the ends in ``extra``; drop every end strictly inside one of the ``keep_whole`` spans.
@@ -120,14 +121,19 @@ class SentenceEnds:
         mark = end - 1
         if text[mark] not in _DOT_OR_CLOSER:  # most ends: no dot to doubt
             return True
+        known = self._doubted.get(end)  # a chunker asks again about the ends it stepped over
+        if known is not None:
+            return known
         while mark > 0 and text[mark] in _CLOSERS:
             mark -= 1
-        return (
+        known = (
             text[mark] != "."
             or not _after_abbreviation(text, mark)
             or end == self.last
             or _BLANK_LINE_AFTER.match(text, end) is not None
         )
+        self._doubted[end] = known
+        return known
 
 
 def merge_sorted(first: list[int], second: list[int]) -> list[int]:
