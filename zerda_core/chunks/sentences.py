@@ -128,6 +128,7 @@ class SentenceEnds:
             mark -= 1
         known = (
             text[mark] != "."
+            or text.startswith("\n\n", end)  # a paragraph's last dot, the commonest: spare the abbreviation check
             or not _after_abbreviation(text, mark)
             or end == self.last
             or _BLANK_LINE_AFTER.match(text, end) is not None
