@@ -303,19 +303,29 @@ def fixed_size_run(tool: Tool) -> Callable[[str, int, int], Sequence[Any]]:
 
 
 def bench_chunk_cost(data: Corpus, tools: list[Tool], reps: int, max_bytes: int, seed: int) -> list[ChunkCostRow]:
-    """Each tool on the same documents (a seeded sample of ``max_bytes``) at each size, turns rotated per repetition."""
+    """Each tool at each size on the same documents (a seeded sample of ``max_bytes``).
+
+    The runs take turns on groups of about ``GROUP_BYTES`` (order rotated), a tool's two sizes next to each
+    other, and are timed in CPU time of this process: the ratio of two sizes is what is read, and a slice
+    another process takes of the shared cores would land on one size only.
+    """
     docs = cap(data.docs, max_bytes, seed)
     runs = [(tool, fixed_size_run(tool), size, overlap) for tool in tools for size, overlap in CHUNK_COST_SIZES]
     chunks = {(tool.key, size): sum(len(run(doc, size, overlap)) for doc in docs) for tool, run, size, overlap in runs}
+    sample = Corpus(data.name, docs, data.origin, data.real, [(0, 0)] * len(docs))
+    groups = [[doc for doc, _, _ in group] for group in document_groups(sample)]
     seconds: dict[tuple[str, int], list[float]] = {key: [] for key in chunks}
     for rep in range(reps):
-        shift = rep % len(runs)
-        for tool, run, size, overlap in runs[shift:] + runs[:shift]:
-            gc.collect()
-            start = time.perf_counter()
-            for doc in docs:
-                run(doc, size, overlap)
-            seconds[tool.key, size].append(time.perf_counter() - start)
+        for key in seconds:
+            seconds[key].append(0.0)
+        for index, group in enumerate(groups):
+            shift = len(CHUNK_COST_SIZES) * ((rep + index) % len(tools))  # a tool's sizes stay side by side
+            for tool, run, size, overlap in runs[shift:] + runs[:shift]:
+                gc.collect()
+                start = time.process_time()
+                for doc in group:
+                    run(doc, size, overlap)
+                seconds[tool.key, size][-1] += time.process_time() - start
     sizes = [size for size, _ in CHUNK_COST_SIZES]
     rows = [
         ChunkCostRow(data.name, tool.name, [chunks[tool.key, n] for n in sizes], [seconds[tool.key, n] for n in sizes])
@@ -489,8 +499,10 @@ def report(
         parts += [
             f"Cost per chunk: every tool on the same documents at size / overlap {large} / {large_overlap} and at"
             f" {small} / {small_overlap} characters (zerda with its target fixed there: min_size = max_size),"
-            " about twice the chunks; medians over repetitions, the runs taking turns. A time ratio of 2 would"
-            " mean all the cost is per chunk, 1 none of it; µs per extra chunk is the slope between the two.",
+            f" about twice the chunks; the runs take turns on groups of about {GROUP_BYTES // 1000} KB, a tool's"
+            " two sizes side by side, timed in CPU time of the process; medians over repetitions. A time ratio"
+            " of 2 would mean all the cost is per chunk, 1 none of it; µs per extra chunk is the slope between"
+            " the two.",
             "",
             chunk_cost_table(chunk_costs),
             "",
