@@ -13,6 +13,10 @@ Why this shape:
   inside its own timed call. ``--peer-size N`` gives the peers a fixed size instead.
 - Memory: peak RSS growth while chunking one document at 1x and 4x size, each in a fresh process
   (memprobe.py); a 4x/1x ratio near 4 means memory is linear in the document.
+- Cost per chunk: every tool chunks the same documents at a fixed size and overlap (800 / 100
+  characters) and at half of both (400 / 50), about twice the chunks; the time ratio shows what
+  doubling the chunks costs (2 would mean all cost is per chunk) and the slope, microseconds per
+  extra chunk, the cost of one chunk free of the per-character work.
 
 Run from the repo root: ``python benchmarks/bench_chunker.py`` (2-3 minutes on 2 cores) or
 ``--quick`` (well under a minute). A full run rewrites benchmarks/results/chunker.md.
@@ -35,9 +39,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` and `zerda_core` importable from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -254,6 +259,87 @@ def bench_memory(tools: list[Tool], corpora: list[Corpus], mb: float, sizes: Siz
     return rows
 
 
+# ---------------------------------------------------------------- cost per chunk
+
+# (size, overlap) pairs: the second halves both, so a document gives about twice the chunks
+CHUNK_COST_SIZES = ((800, 100), (400, 50))
+
+
+@dataclass
+class ChunkCostRow:
+    """One tool on one corpus at each of ``CHUNK_COST_SIZES``: chunk counts and seconds per repetition."""
+
+    corpus: str
+    tool: str
+    chunks: list[int]
+    seconds: list[list[float]]
+
+    @property
+    def medians(self) -> list[float]:
+        return [statistics.median(times) for times in self.seconds]
+
+    @property
+    def time_ratio(self) -> float:
+        """Median over repetitions of the time at the smaller size over the time at the larger one."""
+        return statistics.median(small / large for large, small in zip(*self.seconds, strict=True))
+
+    @property
+    def us_per_extra_chunk(self) -> float:
+        (large, small), (n_large, n_small) = self.medians, self.chunks
+        return (small - large) / (n_small - n_large) * 1e6 if n_small != n_large else float("nan")
+
+
+def fixed_size_run(tool: Tool) -> Callable[[str, int, int], Sequence[Any]]:
+    """A tool's run at the size it is given: a peer's own; for zerda, an AdaptiveChunker whose target is that size."""
+    if tool.key != "zerda":
+        return tool.run
+    from zerda_core.chunks import AdaptiveChunker
+
+    @functools.cache
+    def chunker(size: int, overlap: int) -> AdaptiveChunker:
+        return AdaptiveChunker(min_size=size, max_size=size, overlap=overlap)
+
+    return lambda text, size, overlap: chunker(size, overlap).chunk(text, doc_id="bench", source="bench")
+
+
+def bench_chunk_cost(data: Corpus, tools: list[Tool], reps: int, max_bytes: int, seed: int) -> list[ChunkCostRow]:
+    """Each tool at each size on the same documents (a seeded sample of ``max_bytes``).
+
+    The runs take turns on groups of about ``GROUP_BYTES`` (order rotated), a tool's two sizes next to each
+    other, and are timed in CPU time of this process: the ratio of two sizes is what is read, and a slice
+    another process takes of the shared cores would land on one size only.
+    """
+    docs = cap(data.docs, max_bytes, seed)
+    runs = [(tool, fixed_size_run(tool), size, overlap) for tool in tools for size, overlap in CHUNK_COST_SIZES]
+    chunks = {(tool.key, size): sum(len(run(doc, size, overlap)) for doc in docs) for tool, run, size, overlap in runs}
+    sample = Corpus(data.name, docs, data.origin, data.real, [(0, 0)] * len(docs))
+    groups = [[doc for doc, _, _ in group] for group in document_groups(sample)]
+    seconds: dict[tuple[str, int], list[float]] = {key: [] for key in chunks}
+    for rep in range(reps):
+        for key in seconds:
+            seconds[key].append(0.0)
+        for index, group in enumerate(groups):
+            shift = len(CHUNK_COST_SIZES) * ((rep + index) % len(tools))  # a tool's sizes stay side by side
+            for tool, run, size, overlap in runs[shift:] + runs[:shift]:
+                gc.collect()
+                start = time.process_time()
+                for doc in group:
+                    run(doc, size, overlap)
+                seconds[tool.key, size][-1] += time.process_time() - start
+    sizes = [size for size, _ in CHUNK_COST_SIZES]
+    rows = [
+        ChunkCostRow(data.name, tool.name, [chunks[tool.key, n] for n in sizes], [seconds[tool.key, n] for n in sizes])
+        for tool in tools
+    ]
+    for row in rows:
+        print(
+            f"bench: cost per chunk, {data.name}, {row.tool}: x{row.time_ratio:.2f} time for"
+            f" x{row.chunks[1] / row.chunks[0]:.2f} chunks, {row.us_per_extra_chunk:.1f} us per extra chunk",
+            flush=True,
+        )
+    return rows
+
+
 # ---------------------------------------------------------------- profile
 
 
@@ -311,6 +397,23 @@ def memory_table(rows: list[MemoryRow]) -> str:
     return "\n".join(lines)
 
 
+def chunk_cost_table(rows: list[ChunkCostRow]) -> str:
+    """Time at half the size over time at the full size, beside the chunk ratio, and the slope per extra chunk."""
+    (large, _), (small, _) = CHUNK_COST_SIZES
+    lines = [
+        f"| corpus | tool | chunks at {large} / {small} | seconds at {large} / {small} (median) | time ratio "
+        "| chunk ratio | µs per extra chunk |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        (n_large, n_small), (t_large, t_small) = row.chunks, row.medians
+        lines.append(
+            f"| {row.corpus} | {row.tool} | {n_large} / {n_small} | {t_large:.3f} / {t_small:.3f} "
+            f"| {row.time_ratio:.2f}x | {n_small / n_large:.2f}x | {row.us_per_extra_chunk:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def target_lines(runs: list[tuple[Corpus, dict[str, Measured]]]) -> list[str]:
     """Met/missed for the issue's targets on each real corpus."""
     lines: list[str] = []
@@ -362,6 +465,7 @@ def peer_line(sizes: Sizes) -> str:
 def report(
     runs: list[tuple[Corpus, dict[str, Measured]]],
     memory: list[MemoryRow],
+    chunk_costs: list[ChunkCostRow],
     tools: list[Tool],
     sizes: Sizes,
     reps: dict[str, int],
@@ -390,6 +494,19 @@ def report(
     targets = target_lines(runs)
     if targets:
         parts += ["Targets on the real corpora:", *targets, ""]
+    if chunk_costs:
+        (large, large_overlap), (small, small_overlap) = CHUNK_COST_SIZES
+        parts += [
+            f"Cost per chunk: every tool on the same documents at size / overlap {large} / {large_overlap} and at"
+            f" {small} / {small_overlap} characters (zerda with its target fixed there: min_size = max_size),"
+            f" about twice the chunks; the runs take turns on groups of about {GROUP_BYTES // 1000} KB, a tool's"
+            " two sizes side by side, timed in CPU time of the process; medians over repetitions. A time ratio"
+            " of 2 would mean all the cost is per chunk, 1 none of it; µs per extra chunk is the slope between"
+            " the two.",
+            "",
+            chunk_cost_table(chunk_costs),
+            "",
+        ]
     if memory:
         size_1x, size_4x = (f"{m['size']:.0f} / {m['overlap']:.0f}" for m in (memory[0].small, memory[0].large))
         parts += [
@@ -421,10 +538,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     options.add_argument("--overlap", type=int, default=128, help="overlap in characters, for every tool")
     options.add_argument("--no-memory", action="store_true", help="skip the memory check")
+    options.add_argument(
+        "--chunk-cost-mb", type=float, default=2.0, help="MB per real corpus for the cost per chunk (0 skips it)"
+    )
     options.add_argument("--profile", action="store_true", help="also print a cProfile of zerda on the first corpus")
     args = options.parse_args(argv)
     if args.quick:
         args.reps, args.max_mb, args.synthetic_mb, args.memory_mb = min(args.reps, 2), 1.0, 1.0, 0.5
+        args.chunk_cost_mb = min(args.chunk_cost_mb, 0.5)
     return args
 
 
@@ -450,8 +571,14 @@ def main(argv: list[str] | None = None) -> int:
         results = bench_corpus(data, tools, args.reps, args.budget_s)
         reps[data.name] = len(next(iter(results.values())).seconds)
         runs.append((data, results))
+    chunk_costs = [
+        row
+        for data in corpora
+        if data.real and args.chunk_cost_mb > 0
+        for row in bench_chunk_cost(data, tools, args.reps, int(args.chunk_cost_mb * 1e6), args.seed)
+    ]
     memory = [] if args.no_memory else bench_memory(tools, corpora, args.memory_mb, sizes)
-    text = report(runs, memory, tools, sizes, reps, argv)
+    text = report(runs, memory, chunk_costs, tools, sizes, reps, argv)
     zerda = by_key(tools, "zerda")
     if args.profile and zerda:
         print(f"\ncProfile of zerda on {corpora[0].name}, by own time:\n{profile_zerda(zerda, corpora[0])}")

@@ -101,7 +101,7 @@ def reference_density(text: str) -> float:
     technical += sum(text.count(mark) for mark in CODE_PUNCTUATION)
     technical += len(re.findall(r"(?<=[0-9])\.(?=[0-9])", text)) + len(re.findall(r"O\([^()\n]{1,20}\)", text))
     lowered = [word.lower() for word in words]
-    m = min(32, len(words) // 50)
+    m = min(8, len(words) // 50)
     starts = [k * (len(words) - 50) // (m - 1) for k in range(m)] if m > 1 else [0]
     blocks = [lowered[start : start + 50] for start in starts]
     vocabulary = sum(len(set(b)) for b in blocks) / sum(len(b) for b in blocks)

@@ -74,7 +74,7 @@ def build_sdist(source: Path, dist: Path) -> Path:
 
 
 def members(archive: Path) -> set[str]:
-    """The archive's files, relative to its top folder (``zerda-0.2.1/``)."""
+    """The archive's files, relative to its top folder (``zerda-0.2.2/``)."""
     with tarfile.open(archive) as tar:
         return {name.split("/", 1)[1] for name in tar.getnames() if "/" in name and tar.getmember(name).isfile()}
 

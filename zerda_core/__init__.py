@@ -1,3 +1,3 @@
 """zerda_core: density-adaptive text chunking, usable without Beam."""
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"

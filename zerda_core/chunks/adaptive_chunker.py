@@ -54,7 +54,7 @@ _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
 _WINDOW = 1 << 20
 VOCABULARY_WINDOW = 50
-VOCABULARY_BLOCKS = 32
+VOCABULARY_BLOCKS = 8
 TECH_HITS_FULL = 4.0
 WORD_LENGTH_BASELINE = 4.5
 ARABIC_WORD_LENGTH_BASELINE = 4.1
@@ -79,10 +79,12 @@ def _estimate_density(text: str) -> float:
       (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
     - unique vocabulary ratio (0.3): the mean, over blocks of ``VOCABULARY_WINDOW`` (50)
       consecutive lowercased words, of distinct words / 50 (a mean segmental type-token
-      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (32), spread evenly over
+      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (8), spread evenly over
       the ``n`` words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a
       text of fewer than 100 words has one block, its first 50 words (or all of them). A plain
-      distinct/words ratio falls as a text grows; this does not, and its cost is bounded.
+      distinct/words ratio falls as a text grows; this does not, and its cost is bounded (8
+      blocks, 400 words, are enough for a page, its translation and the page repeated to
+      score alike; each block costs a Python step per word).
     - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
       [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
       4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
@@ -154,17 +156,18 @@ def _long_arabic_words(classes: Classes) -> int:
     return int(np.count_nonzero(ends - starts >= ARABIC_LONG_WORD))
 
 
-def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint64]:
+def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint32]:
     """A slot in ``_TECHNICAL_SLOTS`` per token, from its first and last code points and its length.
 
-    Equal tokens share a slot, so a token whose slot no technical word has is not one.
+    Equal tokens share a slot, so a token whose slot no technical word has is not one. In 32 bits (code
+    points have 21): 64-bit products cost half as much again.
     """
-    mixed = codes[starts] * _MIX[0] + codes[ends - 1] * _MIX[1] + (ends - starts).astype(np.uint64) * _MIX[2]
-    return mixed >> np.uint64(64 - _SLOT_BITS)
+    mixed = codes[starts] * _MIX[0] + codes[ends - 1] * _MIX[1] + (ends - starts).astype(np.uint32) * _MIX[2]
+    return mixed >> np.uint32(32 - _SLOT_BITS)
 
 
 # odd constants whose (wrapping) products spread every input bit over the top bits
-_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], np.uint64)
+_MIX = np.array([0x9E3779B9, 0xC2B2AE3D, 0x165667B1], np.uint32)
 _SLOT_BITS = 16
 
 

@@ -30,6 +30,7 @@ _MARK_ENDS.update({mark: re.compile(mark + _ARABIC_END) for mark in "؟۔"})
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _SPACE_BEFORE_LF = re.compile(r"\n(?<=[^\S\n]\n)")
+_LF_RUN = re.compile(r"\n\n+")  # the same again, twice as fast, for text with no whitespace before a line feed
 _BLANK_LINE_AFTER = re.compile(r"[^\S\r\n]*" + _BLANK_LINE.pattern)
 _NON_SPACE = re.compile(r"\S")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
@@ -74,16 +75,17 @@ class SentenceEnds:
                 ends.extend([m.end() for m in pattern.finditer(text)])
         if "\r" in text:
             blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
+        elif _SPACE_BEFORE_LF.search(text):
+            blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LF_LINE.finditer(text)]
         else:
-            blank_lines = [m.start() for m in _BLANK_LF_LINE.finditer(text)]
-            if _SPACE_BEFORE_LF.search(text):
-                blank_lines = [_visible_end(text, end) for end in blank_lines]
+            blank_lines = [m.start() for m in _LF_RUN.finditer(text)]
         ends.extend(blank_lines)
         self.paragraph_ends = blank_lines  # the ends before a blank line, in order
         self.last = _visible_end(text, len(text))
         ends.append(self.last)
         ends.sort()
         self.ends = ends
+        self._doubted: dict[int, bool] = {}  # is_end's answers for the ends after a dot or a closer
 
     def restructure(self, extra: list[int], keep_whole: list[tuple[int, int]]) -> None:
         """Add the ends in ``extra``; drop every end strictly inside one of the ``keep_whole`` spans.
@@ -119,14 +121,20 @@ class SentenceEnds:
         mark = end - 1
         if text[mark] not in _DOT_OR_CLOSER:  # most ends: no dot to doubt
             return True
+        known = self._doubted.get(end)  # a chunker asks again about the ends it stepped over
+        if known is not None:
+            return known
         while mark > 0 and text[mark] in _CLOSERS:
             mark -= 1
-        return (
+        known = (
             text[mark] != "."
+            or text.startswith("\n\n", end)  # a paragraph's last dot, the commonest: spare the abbreviation check
             or not _after_abbreviation(text, mark)
             or end == self.last
             or _BLANK_LINE_AFTER.match(text, end) is not None
         )
+        self._doubted[end] = known
+        return known
 
 
 def merge_sorted(first: list[int], second: list[int]) -> list[int]:

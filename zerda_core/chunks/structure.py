@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 from zerda_core.chunks.sentences import _visible_end
 
-# Candidate lines, each found by a regex with a literal first character, which the scan skips to quickly:
+# Candidate lines, found by one regex with a literal first character, which the scan skips to quickly:
 # a line opening with "#" and a space (ATX), or with three equal marks (a fence or an underline).
-_ATX_AFTER_NEWLINE = re.compile(r"\n#{1,6}[ \t]")
-_MARKS_AFTER_NEWLINE = re.compile(r"\n([=\-~^\"'`#*+:.])\1\1")
+_CANDIDATE_AFTER_NEWLINE = re.compile(r"\n(?:#{1,6}[ \t]|([=\-~^\"'`#*+:.])\1\1)")
 _ATX_LINE = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE_LINE = re.compile(r"(`{3,}|~{3,})")
 SEPARATOR = " > "
@@ -53,10 +52,8 @@ def find_structure(text: str) -> Structure:
     levels: dict[str, int] = {}  # underline mark -> level, in order of first appearance
     stack: list[tuple[int, str]] = []  # (level, title) of the open sections
     fence: tuple[int, str] | None = None  # the open fence's start and mark
-    starts = {m.start() + 1 for m in _ATX_AFTER_NEWLINE.finditer(text)}
-    starts.update(m.start() + 1 for m in _MARKS_AFTER_NEWLINE.finditer(text))
-    starts.add(0)
-    for line_start in sorted(starts):
+    # ascending and distinct: a match holds no newline after its first character
+    for line_start in [0, *(m.start() + 1 for m in _CANDIDATE_AFTER_NEWLINE.finditer(text))]:
         line_end = _line_end(text, line_start)
         raw = text[line_start:line_end]
         line = raw.strip()
