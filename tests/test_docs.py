@@ -268,3 +268,19 @@ def test_the_output_page_lists_every_column() -> None:
     text = TEXT[DOCS / "output.md"]
     for name in CHUNK_SCHEMA.names + REJECT_SCHEMA.names:
         assert f"`{name}" in text or f" {name}," in text or f"{name}`" in text, name
+
+
+SOURCES = sorted(p for root in ("pipelines", "zerda_core") for p in (REPO / root).rglob("*.py"))
+# As HISTORY, but "before:" only where it opens a remark (a parameter may be named before).
+CODE_HISTORY = re.compile(HISTORY.pattern.replace(r"\bbefore:", r"[#(]\s*before:"))
+
+
+def test_no_dated_figures_or_history_in_the_code() -> None:
+    """Docstrings and comments say what and why; the git log holds the history."""
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in SOURCES
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if CODE_HISTORY.search(line)
+    ]
+    assert not found, "\n".join(found)
