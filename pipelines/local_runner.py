@@ -3,7 +3,7 @@
 Beam's DirectRunner (2.77) first tries Prism, a Go binary it downloads from GitHub at run time. Where
 GitHub is reachable the job would run on an engine the tests never ran (Prism ignores
 ``--direct_running_mode`` and ``--direct_num_workers``); where it is not, the attempt costs a second
-conversion of the pipeline and a failed download, about 0.5 s a run, or hangs for the TCP timeout
+conversion of the pipeline and a failed download on every run, or hangs for the TCP timeout
 behind a firewall that drops packets. Prism stays one ``--runner PrismRunner`` away.
 """
 

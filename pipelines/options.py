@@ -118,7 +118,7 @@ def _beam_parser() -> _RaisingParser:
 class _ViewOnce(PipelineOptions):
     """Beam's options, each view made once. Beam asks for a view about 550 times while it builds and runs
     zerda's pipeline (a type check, a transform applied), and each new view builds a parser and parses
-    the arguments again (0.4 ms). Views share one dict of values, so a view kept is the view Beam would make."""
+    the arguments again. Views share one dict of values, so a view kept is the view Beam would make."""
 
     def view_as(self, cls: type[PipelineOptionsT]) -> PipelineOptionsT:
         views = _VIEWS.setdefault(self, {})  # beside the object, not in it: pickled options stay Beam's

@@ -4,7 +4,7 @@ Every key is optional and has a default; an unknown key, a wrong type or an impo
 value is a :class:`SettingsError` naming the key, so a typo in a scheduled job's config
 stops the launch instead of silently running with defaults. ``python -m pipelines.settings
 CONFIG...`` checks config files (exit code 2 on the first bad one) and
-``--reference`` prints the settings table for the README.
+``--reference`` prints the settings table of docs/settings.md.
 """
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ class _ConfigLoader(yaml.SafeLoader):
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
         try:
             return super().construct_yaml_timestamp(node)
-        except ValueError as err:  # 2026-02-30 matches the timestamp pattern, then datetime refuses it
+        except ValueError as err:  # a February 30 matches the timestamp pattern, then datetime refuses it
             raise yaml.constructor.ConstructorError(None, None, f"impossible date: {err}", node.start_mark) from err
 
 
@@ -479,7 +479,7 @@ def settings_reference() -> list[SettingDoc]:
 
 
 def settings_reference_markdown() -> str:
-    """The settings reference as a Markdown table (the README's table is checked against it)."""
+    """The settings reference as a Markdown table (docs/settings.md's table is checked against it)."""
     rows = ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
     rows += [
         f"| `{d.key}` | {d.type} | `{json.dumps(d.default)}` | {d.allowed} | {d.description} |"

@@ -87,7 +87,7 @@ def _argv(corpus: Path | str, output: Path | str, *extra: str) -> list[str]:
 
 
 def _to_embed(output: Path) -> set[str]:
-    """The README's query for the chunks to re-embed."""
+    """docs/incremental.md's query for the chunks to re-embed."""
     query = f"""
         SELECT c.chunk_id, c.doc_id, c.source, c.text
         FROM read_parquet('{output}/_changes/*.pq') AS ch

@@ -338,14 +338,6 @@ def test_cli_checks_configs_and_exits_2_on_a_bad_one(tmp_path: Path, capsys: pyt
     assert capsys.readouterr().out == settings_reference_markdown()
 
 
-def test_readme_settings_reference_matches_the_code() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    begin, end = "<!-- settings-reference:begin -->\n", "<!-- settings-reference:end -->"
-    assert begin in readme and end in readme
-    table = readme.split(begin, 1)[1].split(end, 1)[0]
-    assert table == settings_reference_markdown(), "regenerate with: python -m pipelines.settings --reference"
-
-
 def test_min_size_above_max_size_follows_the_library_rule(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
