@@ -15,12 +15,13 @@ from pipelines.settings import (
     ChunkingSettings,
     Settings,
     SettingsError,
+    as_chunking_settings,
     load_settings,
     main,
     settings_reference,
     settings_reference_markdown,
 )
-from tests.common import REPO
+from tests.common import LLAMA_TOKENIZER, REPO
 from zerda_core.chunks.config import ChunkConfig
 
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -145,6 +146,41 @@ def test_chunk_config_carries_every_chunking_size() -> None:
         adaptive_technical_threshold=0.7,
         min_chunk_size=50,
     )
+
+
+def test_a_chunk_config_converts_to_the_settings_that_build_it_back() -> None:
+    """Every ChunkConfig field differs from its default, so a field the conversion drops or misnames fails."""
+    config = ChunkConfig(
+        adaptive_base_size=300,
+        adaptive_min_size=80,
+        adaptive_max_size=800,
+        overlap=64,
+        adaptive_technical_threshold=0.7,
+        min_chunk_size=50,
+        density_scope="section",
+        size_unit="tokens",
+        tokenizer=LLAMA_TOKENIZER,
+    )
+    assert all(getattr(config, f.name) != f.default for f in dataclasses.fields(ChunkConfig))
+    settings = as_chunking_settings(config)
+    assert settings.chunk_config() == config
+    assert settings == ChunkingSettings(
+        base_size=300,
+        min_size=80,
+        max_size=800,
+        overlap=64,
+        technical_threshold=0.7,
+        min_chunk_size=50,
+        density_scope="section",
+        size_unit="tokens",
+        tokenizer=LLAMA_TOKENIZER,
+    )
+    one = as_chunking_settings(ChunkConfig(adaptive_technical_threshold=1))
+    assert one.fingerprint == ChunkingSettings(technical_threshold=1.0).fingerprint  # 1 and 1.0 are one setting
+    assert as_chunking_settings(settings) is settings
+    assert as_chunking_settings(None) == ChunkingSettings()
+    with pytest.raises(TypeError, match="ChunkingSettings or a zerda_core ChunkConfig, got dict"):
+        as_chunking_settings({"max_size": 800})  # type: ignore[arg-type]
 
 
 def test_fingerprint_follows_settings_and_version(monkeypatch: pytest.MonkeyPatch) -> None:
