@@ -125,7 +125,8 @@ def test_settings_are_frozen() -> None:
         Settings().chunking.base_size = 3  # type: ignore[misc]
 
 
-def test_chunk_config_carries_every_chunking_size() -> None:
+def test_chunk_config_carries_every_chunking_setting_and_converts_back() -> None:
+    """Every ChunkConfig field differs from its default: a field either direction drops or misnames fails."""
     settings = Settings.from_dict(
         {
             "chunking": {
@@ -135,21 +136,12 @@ def test_chunk_config_carries_every_chunking_size() -> None:
                 "overlap": 64,
                 "technical_threshold": 0.7,
                 "min_chunk_size": 50,
+                "density_scope": "section",
+                "size_unit": "tokens",
+                "tokenizer": LLAMA_TOKENIZER,
             }
         }
     )
-    assert settings.chunking.chunk_config() == ChunkConfig(
-        adaptive_base_size=300,
-        adaptive_min_size=80,
-        adaptive_max_size=800,
-        overlap=64,
-        adaptive_technical_threshold=0.7,
-        min_chunk_size=50,
-    )
-
-
-def test_a_chunk_config_converts_to_the_settings_that_build_it_back() -> None:
-    """Every ChunkConfig field differs from its default, so a field the conversion drops or misnames fails."""
     config = ChunkConfig(
         adaptive_base_size=300,
         adaptive_min_size=80,
@@ -162,22 +154,11 @@ def test_a_chunk_config_converts_to_the_settings_that_build_it_back() -> None:
         tokenizer=LLAMA_TOKENIZER,
     )
     assert all(getattr(config, f.name) != f.default for f in dataclasses.fields(ChunkConfig))
-    settings = as_chunking_settings(config)
-    assert settings.chunk_config() == config
-    assert settings == ChunkingSettings(
-        base_size=300,
-        min_size=80,
-        max_size=800,
-        overlap=64,
-        technical_threshold=0.7,
-        min_chunk_size=50,
-        density_scope="section",
-        size_unit="tokens",
-        tokenizer=LLAMA_TOKENIZER,
-    )
+    assert settings.chunking.chunk_config() == config
+    assert as_chunking_settings(config) == settings.chunking
     one = as_chunking_settings(ChunkConfig(adaptive_technical_threshold=1))
     assert one.fingerprint == ChunkingSettings(technical_threshold=1.0).fingerprint  # 1 and 1.0 are one setting
-    assert as_chunking_settings(settings) is settings
+    assert as_chunking_settings(settings.chunking) is settings.chunking
     assert as_chunking_settings(None) == ChunkingSettings()
     with pytest.raises(TypeError, match="ChunkingSettings or a zerda_core ChunkConfig, got dict"):
         as_chunking_settings({"max_size": 800})  # type: ignore[arg-type]
