@@ -192,9 +192,9 @@ class ChunkText(beam.PTransform):
     summary ``Reject`` whose ``count`` is the rest (batch, global window): a flood of bad elements stays small.
     ``chunking`` is the YAML section (``ChunkingSettings``) or the library's ``ChunkConfig``: the same
     settings either way give the same chunks (see :func:`~pipelines.settings.as_chunking_settings`).
-    ``document_field`` names a dict's text key; ``metadata_fields`` (None: every other key) the keys copied
-    into its chunks' metadata. The settings are checked (and a ``min_size > max_size`` warning logged)
-    when the transform is built, not later on a worker.
+    ``document_field`` names a dict's text key; ``metadata_fields`` the keys copied into its chunks' metadata
+    (None: all but the text, id and source). The settings are checked (and a ``min_size > max_size`` warning
+    logged) when the transform is built, not later on a worker.
     """
 
     def __init__(
