@@ -6,9 +6,11 @@ In: a PCollection of ``str``, of dicts or of ``zerda_core`` ``Document``s (the j
 once a document, not once a chunk). Every element that yields no chunk goes to the
 :data:`REJECTS` output as a ``Reject`` with the job's reasons, so nothing is lost silently.
 
-- A dict holds ``text``, optionally ``id`` (or ``doc_id``) and ``source``; its other keys are
-  carried into every chunk's ``metadata.extra`` (the chunker's own keys, such as ``density``,
-  win a clash). A ``SourceRecord``'s record number is carried as ``extra["record"]``.
+- A dict (or ``beam.Row``) holds ``text`` (another key with ``document_field``), optionally ``id``
+  (or ``doc_id``) and ``source``; its other keys are carried into every chunk's ``metadata.extra``,
+  or with ``metadata_fields`` only the keys named there (the chunker's own keys, such as ``density``,
+  win a clash): the meaning Beam's own RAG chunkers give those two arguments. A ``SourceRecord``'s
+  record number is carried as ``extra["record"]``.
 - An element without an id gets one from its content (:func:`content_id`): a PCollection has
   no order, so only the text itself gives an id that is the same on every run and retry.
 
@@ -18,7 +20,7 @@ once a document, not once a chunk). Every element that yields no chunk goes to t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +31,32 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.names import METRICS_NAMESPACE, REJECTS
 from pipelines.records import Reject, RejectLimit, SourceRecord, encodable, excerpt, lone_surrogate, nothing_visible
-from pipelines.settings import ChunkingSettings
-from zerda_core.chunks import Document
+from pipelines.settings import ChunkingSettings, as_chunking_settings
+from zerda_core.chunks import ChunkConfig, Document
 
 TEXT_KEY = "text"
 ID_KEYS = ("id", "doc_id")
 SOURCE_KEY = "source"
-_OWN_KEYS = frozenset({TEXT_KEY, SOURCE_KEY, *ID_KEYS})
 
 
 def content_id(text: str) -> str:
     """The default document id: a hash of the text, so equal texts get equal ids on every run."""
     return "text-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Where a dict's text is, and which of its keys its chunks carry (``None``: all but text, id and source)."""
+
+    text: str = TEXT_KEY
+    metadata: tuple[str, ...] | None = None
+
+    def extra(self, element: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields carried into the chunks' metadata; a named field the element lacks is left out."""
+        if self.metadata is None:
+            own = {self.text, SOURCE_KEY, *ID_KEYS}
+            return {key: value for key, value in element.items() if key not in own}
+        return {key: element[key] for key in self.metadata if key in element}
 
 
 @dataclass(frozen=True)
@@ -58,13 +74,13 @@ def _document(text: str, doc_id: object, source: object) -> Document:
     return Document(text, ident, "" if source is None else encodable(str(source)))
 
 
-def _as_input(element: object) -> _Input | Reject:
+def _as_input(element: object, fields: _Fields) -> _Input | Reject:
     """Whatever came in, as a document to chunk, or the reject that says why it is not one.
 
     Ids and sources are made encodable; a text with a lone surrogate is rejected ``invalid_utf8``, as the
     job's reader does by default: its chunks could not be written as UTF-8 (Arrow, Parquet, most coders).
     """
-    item = _read_input(element)
+    item = _read_input(element, fields)
     if isinstance(item, Reject):
         return item
     doc = item.document
@@ -74,7 +90,9 @@ def _as_input(element: object) -> _Input | Reject:
     return Reject(doc.source, item.record, doc.doc_id, "invalid_utf8", where, encodable(excerpt(doc.text)))
 
 
-def _read_input(element: object) -> _Input | Reject:
+def _read_input(element: object, fields: _Fields) -> _Input | Reject:
+    if isinstance(element, beam.Row):
+        element = element._asdict()
     if isinstance(element, str):
         return _Input(_document(element, None, None))
     if isinstance(element, SourceRecord):
@@ -87,26 +105,28 @@ def _read_input(element: object) -> _Input | Reject:
         return _Input(_document(element.text, element.doc_id, element.source))
     if isinstance(element, Mapping):
         raw_id = next((element[key] for key in ID_KEYS if element.get(key) not in (None, "")), None)
-        text, source = element.get(TEXT_KEY), encodable(str(element.get(SOURCE_KEY) or ""))
+        text, source = element.get(fields.text), encodable(str(element.get(SOURCE_KEY) or ""))
         if not isinstance(text, str):
-            message = f"no {TEXT_KEY!r} key" if TEXT_KEY not in element else _not_a_string(text)
+            message = f"no {fields.text!r} key" if fields.text not in element else _not_a_string(text, fields.text)
             doc_id = "" if raw_id is None else encodable(str(raw_id))
-            return Reject(source, 0, doc_id, "missing_text", message, encodable(excerpt(element)))
-        extra = {key: value for key, value in element.items() if key not in _OWN_KEYS}
-        return _Input(_document(text, raw_id, source), 0, extra)
-    message = f"expected str, dict or Document, got {type(element).__name__}"
+            return Reject(source, 0, doc_id, "missing_text", encodable(message), encodable(excerpt(element)))
+        return _Input(_document(text, raw_id, source), 0, fields.extra(element))
+    message = f"expected str, dict, beam.Row or Document, got {type(element).__name__}"
     return Reject("", 0, "", "not_text", message, encodable(excerpt(element)))
 
 
-def _not_a_string(value: object) -> str:
-    return f"{TEXT_KEY!r} is {'null' if value is None else 'a ' + type(value).__name__}, not a string"
+def _not_a_string(value: object, name: str = TEXT_KEY) -> str:
+    return f"{name!r} is {'null' if value is None else 'a ' + type(value).__name__}, not a string"
 
 
 class _ChunkTextFn(beam.DoFn):
     """Chunks one element; ``setup()`` builds the chunker once per worker from the typed settings."""
 
-    def __init__(self, chunking: ChunkingSettings, per_document: bool, max_reject_rows: int | None) -> None:
+    def __init__(
+        self, chunking: ChunkingSettings, per_document: bool, max_reject_rows: int | None, fields: _Fields
+    ) -> None:
         self._chunking = chunking
+        self._fields = fields
         self._per_document = per_document
         self._max_reject_rows = max_reject_rows
         self._documents = Metrics.counter(METRICS_NAMESPACE, "documents_chunked")
@@ -124,7 +144,7 @@ class _ChunkTextFn(beam.DoFn):
             yield TaggedOutput(REJECTS, GlobalWindows.windowed_value_at_end_of_window(summary))
 
     def process(self, element: object) -> Iterator[Any]:
-        item = _as_input(element)
+        item = _as_input(element, self._fields)
         if isinstance(item, Reject):
             yield from self._reject(item)
             return
@@ -170,24 +190,36 @@ class ChunkText(beam.PTransform):
     ``per_document=True`` emits one ``list[DocumentChunk]`` a document instead of one chunk an element.
     ``max_reject_rows`` (None: no limit) keeps that many rejects per source and reason in a bundle, then one
     summary ``Reject`` whose ``count`` is the rest (batch, global window): a flood of bad elements stays small.
-    The settings are checked (and a ``min_size > max_size`` warning logged) when the transform is built,
-    not later on a worker.
+    ``chunking`` is the YAML section (``ChunkingSettings``) or the library's ``ChunkConfig``: the same
+    settings either way give the same chunks (see :func:`~pipelines.settings.as_chunking_settings`).
+    ``document_field`` names a dict's text key; ``metadata_fields`` the keys copied into its chunks' metadata
+    (None: all but the text, id and source). The settings are checked (and a ``min_size > max_size`` warning
+    logged) when the transform is built, not later on a worker.
     """
 
     def __init__(
         self,
-        chunking: ChunkingSettings | None = None,
+        chunking: ChunkingSettings | ChunkConfig | None = None,
         *,
         per_document: bool = False,
         max_reject_rows: int | None = None,
+        document_field: str = TEXT_KEY,
+        metadata_fields: Sequence[str] | None = None,
         label: str | None = None,
     ) -> None:
         super().__init__(label)
-        self._chunking = ChunkingSettings() if chunking is None else chunking
-        self._chunking.chunker()
+        self.chunking = as_chunking_settings(chunking)
+        self.chunking.chunker()
+        if not isinstance(document_field, str) or not document_field:
+            raise ValueError("document_field must be a non-empty string, the key that holds the text")
+        if metadata_fields is not None and (
+            isinstance(metadata_fields, str) or not all(isinstance(name, str) for name in metadata_fields)
+        ):
+            raise TypeError("metadata_fields must be a list of field names (strings), or None for every field")
+        self._fields = _Fields(document_field, None if metadata_fields is None else tuple(metadata_fields))
         self._per_document = per_document
         self._max_reject_rows = max_reject_rows
 
     def expand(self, elements: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        chunk_fn = _ChunkTextFn(self._chunking, self._per_document, self._max_reject_rows)
+        chunk_fn = _ChunkTextFn(self.chunking, self._per_document, self._max_reject_rows, self._fields)
         return elements | "Chunk" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")

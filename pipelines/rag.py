@@ -1,12 +1,15 @@
 """ZerdaChunker: zerda's chunker for Beam's own RAG ingestion (``apache_beam.ml.rag``).
 
-    MLTransform(write_artifact_location=TMP).with_transform(ZerdaChunker(ChunkingSettings(max_size=800)))
+    MLTransform(write_artifact_location=TMP).with_transform(
+        ZerdaChunker(ChunkConfig(adaptive_max_size=800), document_field="body", metadata_fields=["title"])
+    )
 
-takes dicts (``text``, optional ``id``/``doc_id`` and ``source``; other keys are carried into
-each chunk's metadata, as :class:`~pipelines.chunk_text.ChunkText` does) and gives
-``apache_beam.ml.rag.types.Chunk``s whose ``id`` is zerda's stable chunk id, never a random
-UUID: a rerun, or a retried bundle, gives the same ids, so a vector store upserts instead of
-doubling. ``index`` is the chunk's place in its document; ``metadata`` holds ``doc_id``,
+takes dicts or ``beam.Row``s (the text in ``document_field``, default ``text``; optional ``id``/``doc_id``
+and ``source``; the ``metadata_fields``, default every other field, are copied into each chunk's
+metadata, as :class:`~pipelines.chunk_text.ChunkText` does) and gives ``apache_beam.ml.rag.types.Chunk``s
+whose ``id`` is zerda's stable chunk id, never a random UUID: a rerun, or a retried bundle, gives the
+same ids, so a vector store upserts instead of doubling. ``chunk_id_fn`` replaces it, as for Beam's own
+chunkers. ``index`` is the chunk's place in its document; ``metadata`` holds ``doc_id``,
 ``source``, ``start_char``/``end_char``, ``density``, ``target_size``, ``language`` and
 ``config_fingerprint`` (the chunking settings' fingerprint).
 
@@ -18,25 +21,26 @@ output, one row each with the reason and message.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.ml.rag.chunking.base import ChunkingTransformProvider
+from apache_beam.ml.rag.chunking.base import ChunkIdFn, ChunkingTransformProvider
 from apache_beam.ml.rag.types import Chunk, Content
 
-from pipelines.chunk_text import ChunkText
+from pipelines.chunk_text import TEXT_KEY, ChunkText
 from pipelines.names import REJECTS
 from pipelines.records import Reject
 from pipelines.settings import ChunkingSettings
-from zerda_core.chunks import DocumentChunk
+from zerda_core.chunks import ChunkConfig, DocumentChunk
 
 
 class RejectedDocument(ValueError):
     """Why a document gave no chunk; MLTransform's error output shows it as the row's ``msg``."""
 
 
-def to_beam_chunk(chunk: DocumentChunk, fingerprint: str) -> Chunk:
-    """A zerda chunk as Beam's ``Chunk``, with zerda's stable id."""
+def to_beam_chunk(chunk: DocumentChunk, fingerprint: str, chunk_id_fn: ChunkIdFn | None = None) -> Chunk:
+    """A zerda chunk as Beam's ``Chunk``, with zerda's stable id, or the id ``chunk_id_fn`` gives it."""
     meta = chunk.metadata
     metadata: dict[str, Any] = {
         **meta.extra,
@@ -48,7 +52,10 @@ def to_beam_chunk(chunk: DocumentChunk, fingerprint: str) -> Chunk:
         "chunk_type": meta.chunk_type.value,
         "config_fingerprint": fingerprint,
     }
-    return Chunk(content=Content(text=chunk.text), id=chunk.chunk_id, index=meta.chunk_index, metadata=metadata)
+    beam_chunk = Chunk(content=Content(text=chunk.text), id=chunk.chunk_id, index=meta.chunk_index, metadata=metadata)
+    if chunk_id_fn is not None:
+        beam_chunk.id = chunk_id_fn(beam_chunk)
+    return beam_chunk
 
 
 def _as_error(reject: Reject) -> tuple[dict[str, Any], tuple[type, RejectedDocument, str]]:
@@ -60,14 +67,16 @@ def _as_error(reject: Reject) -> tuple[dict[str, Any], tuple[type, RejectedDocum
 class _SplitDocuments(beam.PTransform):
     """Dicts -> Beam ``Chunk``s through ChunkText; with errors on, also the rejects as a second output."""
 
-    def __init__(self, chunking: ChunkingSettings, with_errors: bool = False) -> None:
+    def __init__(self, chunk_text: ChunkText, chunk_id_fn: ChunkIdFn | None, with_errors: bool = False) -> None:
         super().__init__()
-        self.chunking = chunking
+        self.chunk_text = chunk_text
+        self.chunk_id_fn = chunk_id_fn
         self.with_errors = with_errors
 
     def expand(self, documents: beam.PCollection) -> Any:
-        out = documents | "ChunkText" >> ChunkText(self.chunking)
-        chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, self.chunking.fingerprint)
+        out = documents | "ChunkText" >> self.chunk_text
+        fingerprint = self.chunk_text.chunking.fingerprint
+        chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, fingerprint, self.chunk_id_fn)
         if not self.with_errors:
             return chunks
         return chunks, out[REJECTS] | "RejectsAsErrors" >> beam.Map(_as_error)
@@ -82,16 +91,34 @@ class _SplitDocuments(beam.PTransform):
         """
         if use_subprocess or threshold != 1:
             raise ValueError("ZerdaChunker supports with_exception_handling() with its defaults only")
-        return _SplitDocuments(self.chunking, with_errors=True)
+        return _SplitDocuments(self.chunk_text, self.chunk_id_fn, with_errors=True)
 
 
 class ZerdaChunker(ChunkingTransformProvider):
-    """A ``ChunkingTransformProvider`` for ``MLTransform``: dicts in, Beam ``Chunk``s with zerda's ids out."""
+    """A ``ChunkingTransformProvider`` for ``MLTransform``: dicts in, Beam ``Chunk``s with zerda's ids out.
 
-    def __init__(self, chunking: ChunkingSettings | None = None) -> None:
-        super().__init__(chunk_id_fn=None)  # the ids are zerda's stable ones
-        self.chunking = ChunkingSettings() if chunking is None else chunking
-        self.chunking.chunker()  # a bad setting fails here, when the pipeline is built
+    ``chunking`` is the YAML section (``ChunkingSettings``) or the library's ``ChunkConfig``.
+    ``document_field``, ``metadata_fields`` and ``chunk_id_fn`` mean what they mean for Beam's
+    ``LangChainChunker``, with two defaults of zerda's: every field is carried when no
+    ``metadata_fields`` are named, and without ``chunk_id_fn`` the id is zerda's stable chunk id. A named
+    field a document lacks is left out of its chunks' metadata rather than failing the document (Beam's
+    ingestion reads metadata with ``.get``). Settings and fields are checked here, when the pipeline is built.
+    """
+
+    def __init__(
+        self,
+        chunking: ChunkingSettings | ChunkConfig | None = None,
+        *,
+        document_field: str = TEXT_KEY,
+        metadata_fields: Sequence[str] | None = None,
+        chunk_id_fn: ChunkIdFn | None = None,
+    ) -> None:
+        # chunk_id_fn is applied inside the splitter, not by Beam's base class: Beam chains its own id step
+        # after the splitter, and MLTransform's exception handling skips a chained transform altogether.
+        super().__init__(chunk_id_fn=None)
+        self.chunk_text = ChunkText(chunking, document_field=document_field, metadata_fields=metadata_fields)
+        self.chunking = self.chunk_text.chunking
+        self.chunk_id_fn = chunk_id_fn
 
     def get_splitter_transform(self) -> beam.PTransform:
-        return _SplitDocuments(self.chunking)
+        return _SplitDocuments(self.chunk_text, self.chunk_id_fn)

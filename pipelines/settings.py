@@ -188,6 +188,24 @@ class ChunkingSettings(_Section):
         return _fingerprint(self.identity())
 
 
+def as_chunking_settings(chunking: ChunkingSettings | ChunkConfig | None) -> ChunkingSettings:
+    """The chunking settings given as the YAML section or as the library's ``ChunkConfig`` (``None``: defaults).
+
+    The one conversion from ``ChunkConfig``, so Beam transforms take the spelling the library documents:
+    its ``adaptive_X`` is ``X`` here (the names ``ChunkConfig.from_sizes`` maps), every other name is the
+    same. ``language`` is not part of ``ChunkConfig`` (``AdaptiveChunker`` takes it apart), so it is
+    ``auto``, as for ``AdaptiveChunker(config)``; a fixed language needs ``ChunkingSettings``.
+    """
+    if chunking is None:
+        return ChunkingSettings()
+    if isinstance(chunking, ChunkingSettings):
+        return chunking
+    if isinstance(chunking, ChunkConfig):
+        values = {f.name.removeprefix("adaptive_"): getattr(chunking, f.name) for f in dataclasses.fields(chunking)}
+        return ChunkingSettings(**values)
+    raise TypeError(f"chunking must be a ChunkingSettings or a zerda_core ChunkConfig, got {type(chunking).__name__}")
+
+
 @dataclass(frozen=True)
 class InputSettings(_Section):
     """How corpus files are read (see ``pipelines.io.formats``)."""

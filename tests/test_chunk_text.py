@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import apache_beam as beam
 import pytest
@@ -15,7 +16,7 @@ from pipelines.names import REJECTS
 from pipelines.records import REJECT_REASONS, SourceRecord
 from pipelines.settings import ChunkingSettings
 from tests.common import DATA
-from zerda_core.chunks import Document, DocumentChunk
+from zerda_core.chunks import ChunkConfig, Document, DocumentChunk
 
 PROSE = (DATA / "english_prose.txt").read_text(encoding="utf-8")
 CODE = (DATA / "code_python.txt").read_text(encoding="utf-8")
@@ -150,8 +151,8 @@ def _check_messages(rejects: list) -> None:
     messages = sorted(r.message for r in rejects)
     assert messages == [
         "RuntimeError: boom",
-        "expected str, dict or Document, got bytes",
-        "expected str, dict or Document, got int",
+        "expected str, dict, beam.Row or Document, got bytes",
+        "expected str, dict, beam.Row or Document, got int",
     ], messages
     assert all(r.reason in REJECT_REASONS for r in rejects)
 
@@ -214,3 +215,80 @@ def test_settings_are_checked_when_the_transform_is_built(caplog: pytest.LogCapt
     with caplog.at_level(logging.WARNING):
         ChunkText(ChunkingSettings(min_size=900, max_size=300))
     assert "min_size (900) > max_size (300): every chunk target collapses to min_size" in caplog.text
+
+
+def test_the_librarys_chunk_config_gives_the_same_chunks_as_the_yaml_section() -> None:
+    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    texts = [PROSE, CODE, ARABIC]
+    expected = [repr(c) for t in texts for c in SETTINGS.chunker().chunk(t, content_id(t))]
+    assert expected and all("'density'" in row for row in expected)
+    with BeamTestPipeline() as pipeline:
+        texts_in = pipeline | beam.Create(texts)
+        for name, chunking in (("Settings", SETTINGS), ("Config", config)):
+            out = texts_in | name >> ChunkText(chunking)
+            assert_that(out.chunks | f"Repr{name}" >> beam.Map(repr), equal_to(expected), label=f"Check{name}")
+
+
+def test_document_field_and_metadata_fields_pick_a_dicts_or_rows_keys() -> None:
+    elements = [
+        {"body": PROSE, "text": "not this one", "id": "p", "title": "Prose", "team": "search"},
+        beam.Row(body=CODE, id="c", title="Code", team="infra"),
+        {"body": ARABIC, "id": "a"},  # no title: the chunks carry no title
+        {"text": PROSE, "id": "no-body"},
+        {"body": None, "id": "null-body"},
+    ]
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create(elements) | ChunkText(SETTINGS, document_field="body", metadata_fields=["title"])
+        fields = ("title", "team", "text")
+        carried = beam.Map(
+            lambda c: (c.metadata.doc_id, c.text, {k: v for k, v in c.metadata.extra.items() if k in fields})
+        )
+        assert_that(
+            out.chunks | carried,
+            equal_to(
+                [
+                    (doc_id, c.text, title)
+                    for doc_id, text, title in (
+                        ("p", PROSE, {"title": "Prose"}),
+                        ("c", CODE, {"title": "Code"}),
+                        ("a", ARABIC, {}),
+                    )
+                    for c in SETTINGS.chunker().chunk(text, doc_id)
+                ]
+            ),
+            label="Chunks",
+        )
+        assert_that(
+            out[REJECTS] | beam.Map(lambda r: (r.doc_id, r.reason, r.message)),
+            equal_to(
+                [
+                    ("no-body", "missing_text", "no 'body' key"),
+                    ("null-body", "missing_text", "'body' is null, not a string"),
+                ]
+            ),
+            label="Rejects",
+        )
+
+
+def test_without_metadata_fields_every_field_but_the_document_field_id_and_source_is_carried() -> None:
+    element = {"body": PROSE, "text": "another field", "id": "p", "source": "s", "team": "search"}
+    with BeamTestPipeline() as pipeline:
+        out = pipeline | beam.Create([element]) | ChunkText(SETTINGS, document_field="body")
+        extras = out.chunks | beam.Map(
+            lambda c: (c.metadata.extra["text"], c.metadata.extra["team"], sorted(c.metadata.extra))
+        )
+        keys = ["density", "target_size", "team", "text"]
+        assert_that(extras, equal_to([("another field", "search", keys)] * len(library_chunks(PROSE, "p"))))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"document_field": ""}, ValueError),
+        ({"metadata_fields": "title"}, TypeError),  # a string would be read as its letters
+        ({"metadata_fields": ["title", 3]}, TypeError),
+    ],
+)
+def test_bad_fields_are_refused_when_the_transform_is_built(arguments: dict[str, Any], error: type) -> None:
+    with pytest.raises(error):
+        ChunkText(SETTINGS, **arguments)

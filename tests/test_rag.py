@@ -21,6 +21,7 @@ from pipelines.chunk_text import content_id
 from pipelines.rag import ZerdaChunker
 from pipelines.settings import ChunkingSettings
 from tests.common import DATA, REPO
+from zerda_core.chunks import AdaptiveChunker, ChunkConfig
 
 PROSE = (DATA / "english_prose.txt").read_text(encoding="utf-8")
 ARABIC = (DATA / "arabic_prose.txt").read_text(encoding="utf-8")
@@ -99,6 +100,133 @@ def test_exception_handling_options_zerda_cannot_honour_are_refused() -> None:
     splitter = ZerdaChunker(SETTINGS).get_splitter_transform()
     with pytest.raises(ValueError, match="defaults only"):
         splitter.with_exception_handling(threshold=0.5)  # type: ignore[attr-defined]
+
+
+ARTICLES = [
+    {"body": PROSE, "text": "a summary, not the document", "id": "prose", "title": "Prose", "url": "u1", "n": 1},
+    beam.Row(body=ARABIC, id="ar", title="Arabic", url="u2", n=2),
+    {"body": PROSE[:3000], "id": "short", "title": "No url"},
+]
+
+
+def library_ids(documents: list[Any], config: ChunkConfig) -> list[tuple[str, str, int, str]]:
+    """(doc_id, chunk id, index, text) of every chunk ``AdaptiveChunker`` gives for the ``body`` fields."""
+    chunker = AdaptiveChunker(config)
+    rows = [doc if isinstance(doc, dict) else doc._asdict() for doc in documents]
+    return [
+        (row["id"], c.chunk_id, c.metadata.chunk_index, c.text)
+        for row in rows
+        for c in chunker.chunk(row["body"], doc_id=row["id"])
+    ]
+
+
+def chunked(documents: beam.PCollection, chunker: ZerdaChunker, artifacts: Path) -> beam.PCollection:
+    """``documents`` through ``chunker`` inside MLTransform, as Beam's RAG ingestion runs a chunker (one
+    MLTransform a folder of artifacts, so the folder's name is the step's)."""
+    transform = MLTransform(write_artifact_location=str(artifacts)).with_transform(chunker)
+    return documents | f"MLTransform {artifacts.name}" >> transform
+
+
+def test_document_field_names_the_text_and_ids_default_to_the_librarys_stable_ids(tmp_path: Path) -> None:
+    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    expected = library_ids(ARTICLES, config)
+    assert {doc_id for doc_id, *_ in expected} == {"prose", "ar", "short"}
+    chunker = ZerdaChunker(config, document_field="body", metadata_fields=["title"])
+    as_row = beam.Map(lambda c: (c.metadata["doc_id"], c.id, c.index, c.content.text))
+    with BeamTestPipeline() as pipeline:
+        chunks = chunked(pipeline | beam.Create(ARTICLES), chunker, tmp_path)
+        assert_that(chunks | as_row, equal_to(expected))
+
+
+def test_metadata_fields_are_copied_into_every_chunks_metadata(tmp_path: Path) -> None:
+    chunker = ZerdaChunker(SETTINGS, document_field="body", metadata_fields=["title", "url", "n"])
+    carried = beam.Map(
+        lambda c: (c.metadata["doc_id"], {k: c.metadata[k] for k in ("title", "url", "n", "text") if k in c.metadata})
+    )
+    counts = {
+        doc_id: sum(1 for d, *_ in library_ids(ARTICLES, SETTINGS.chunk_config()) if d == doc_id)
+        for doc_id in ("prose", "ar", "short")
+    }
+    expected = (
+        [("prose", {"title": "Prose", "url": "u1", "n": 1})] * counts["prose"]
+        + [("ar", {"title": "Arabic", "url": "u2", "n": 2})] * counts["ar"]
+        + [("short", {"title": "No url"})] * counts["short"]  # a field the document lacks is left out
+    )
+    with BeamTestPipeline() as pipeline:
+        chunks = chunked(pipeline | beam.Create(ARTICLES), chunker, tmp_path)
+        assert_that(chunks | carried, equal_to(expected), label="Carried")
+        zerdas = chunks | "Own" >> beam.Map(lambda c: tuple(sorted(c.metadata)[:4]))
+        assert_that(
+            zerdas | beam.Distinct(), equal_to([("chunk_type", "config_fingerprint", "density", "doc_id")]), label="Own"
+        )
+
+
+def doc_and_index(chunk: Chunk) -> str:
+    """A chunk id function as a Beam user writes one (module level: MLTransform's artifact stores it by name)."""
+    return f"{chunk.metadata['doc_id']}#{chunk.index}"
+
+
+def test_a_chunk_id_fn_makes_the_ids_with_or_without_exception_handling(tmp_path: Path) -> None:
+    expected = sorted(f"{doc_id}#{index}" for doc_id, _, index, _ in library_ids(ARTICLES, SETTINGS.chunk_config()))
+    chunker = ZerdaChunker(SETTINGS, document_field="body", chunk_id_fn=doc_and_index)
+    ids = beam.Map(lambda c: c.id)
+    with BeamTestPipeline() as pipeline:
+        documents = pipeline | beam.Create(ARTICLES)
+        chunks = chunked(documents, chunker, tmp_path / "plain")
+        assert_that(chunks | "PlainIds" >> ids, equal_to(expected), label="Plain")
+        handled, errors = (
+            documents
+            | "Handled"
+            >> MLTransform(write_artifact_location=str(tmp_path / "handled"))
+            .with_transform(chunker)
+            .with_exception_handling()
+        )
+        assert_that(handled | "HandledIds" >> ids, equal_to(expected), label="Handled")
+        assert_that(errors, equal_to([]), label="NoErrors")
+    # the artifact holds the function too: chunking again from it gives the same ids
+    with BeamTestPipeline() as pipeline:
+        again = pipeline | beam.Create(ARTICLES) | MLTransform(read_artifact_location=str(tmp_path / "plain"))
+        assert_that(again | ids, equal_to(expected))
+
+
+def test_a_document_without_the_document_field_is_an_error_row_that_names_it(tmp_path: Path) -> None:
+    documents = [*ARTICLES, {"text": PROSE, "id": "no-body"}, beam.Row(body=None, id="null-body")]
+    with BeamTestPipeline() as pipeline:
+        chunks, errors = (
+            pipeline
+            | beam.Create(documents)
+            | MLTransform(write_artifact_location=str(tmp_path))
+            .with_transform(ZerdaChunker(SETTINGS, document_field="body"))
+            .with_exception_handling()
+        )
+        expected_ids = [chunk_id for _, chunk_id, _, _ in library_ids(ARTICLES, SETTINGS.chunk_config())]
+        assert_that(chunks | beam.Map(lambda c: c.id), equal_to(expected_ids), label="Chunks")
+        assert_that(
+            errors | beam.Map(lambda row: (row.element["doc_id"], row.msg)),
+            equal_to(
+                [
+                    ("no-body", "missing_text: no 'body' key"),
+                    ("null-body", "missing_text: 'body' is null, not a string"),
+                ]
+            ),
+            label="Errors",
+        )
+
+
+def test_the_librarys_chunk_config_and_the_yaml_section_give_identical_chunks(tmp_path: Path) -> None:
+    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    with BeamTestPipeline() as pipeline:
+        documents = pipeline | beam.Create(DOCUMENTS)
+        for name, chunking in (("Settings", SETTINGS), ("Config", config)):
+            chunks = chunked(documents, ZerdaChunker(chunking), tmp_path / name)
+            assert_that(chunks | f"{name}Rows" >> beam.Map(as_tuple), equal_to(expected_chunks()), label=name)
+
+
+def test_bad_fields_are_refused_when_the_pipeline_is_built() -> None:
+    with pytest.raises(ValueError, match="document_field"):
+        ZerdaChunker(document_field="")
+    with pytest.raises(TypeError, match="metadata_fields"):
+        ZerdaChunker(metadata_fields="title")
 
 
 def test_example_embeds_zerda_chunks_with_a_model_shipped_in_a_wheel(tmp_path: Path) -> None:

@@ -15,12 +15,13 @@ from pipelines.settings import (
     ChunkingSettings,
     Settings,
     SettingsError,
+    as_chunking_settings,
     load_settings,
     main,
     settings_reference,
     settings_reference_markdown,
 )
-from tests.common import REPO
+from tests.common import LLAMA_TOKENIZER, REPO
 from zerda_core.chunks.config import ChunkConfig
 
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -124,7 +125,8 @@ def test_settings_are_frozen() -> None:
         Settings().chunking.base_size = 3  # type: ignore[misc]
 
 
-def test_chunk_config_carries_every_chunking_size() -> None:
+def test_chunk_config_carries_every_chunking_setting_and_converts_back() -> None:
+    """Every ChunkConfig field differs from its default: a field either direction drops or misnames fails."""
     settings = Settings.from_dict(
         {
             "chunking": {
@@ -134,17 +136,32 @@ def test_chunk_config_carries_every_chunking_size() -> None:
                 "overlap": 64,
                 "technical_threshold": 0.7,
                 "min_chunk_size": 50,
+                "density_scope": "section",
+                "size_unit": "tokens",
+                "tokenizer": LLAMA_TOKENIZER,
             }
         }
     )
-    assert settings.chunking.chunk_config() == ChunkConfig(
+    config = ChunkConfig(
         adaptive_base_size=300,
         adaptive_min_size=80,
         adaptive_max_size=800,
         overlap=64,
         adaptive_technical_threshold=0.7,
         min_chunk_size=50,
+        density_scope="section",
+        size_unit="tokens",
+        tokenizer=LLAMA_TOKENIZER,
     )
+    assert all(getattr(config, f.name) != f.default for f in dataclasses.fields(ChunkConfig))
+    assert settings.chunking.chunk_config() == config
+    assert as_chunking_settings(config) == settings.chunking
+    one = as_chunking_settings(ChunkConfig(adaptive_technical_threshold=1))
+    assert one.fingerprint == ChunkingSettings(technical_threshold=1.0).fingerprint  # 1 and 1.0 are one setting
+    assert as_chunking_settings(settings.chunking) is settings.chunking
+    assert as_chunking_settings(None) == ChunkingSettings()
+    with pytest.raises(TypeError, match="ChunkingSettings or a zerda_core ChunkConfig, got dict"):
+        as_chunking_settings({"max_size": 800})  # type: ignore[arg-type]
 
 
 def test_fingerprint_follows_settings_and_version(monkeypatch: pytest.MonkeyPatch) -> None:
