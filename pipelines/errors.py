@@ -8,6 +8,7 @@ worker raised, whose own message is that line whatever the runner (found by :fun
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 
 class UsageError(ValueError):
@@ -56,8 +57,8 @@ def _explained_names() -> list[str]:
     return found
 
 
-def explains(error: BaseException | None) -> Explained | None:
-    """The :class:`Explained` failure in ``error``'s chain (itself, or what it was raised from), if any."""
+def chain(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and every error it was raised from or while handling, each once."""
     seen: set[int] = set()
     pending: list[BaseException | None] = [error]
     while pending:
@@ -65,10 +66,13 @@ def explains(error: BaseException | None) -> Explained | None:
         if err is None or id(err) in seen:
             continue
         seen.add(id(err))
-        if isinstance(err, Explained):
-            return err
+        yield err
         pending += [err.__cause__, err.__context__]
-    return None
+
+
+def explains(error: BaseException | None) -> Explained | None:
+    """The :class:`Explained` failure in ``error``'s chain (itself, or what it was raised from), if any."""
+    return next((err for err in chain(error) if isinstance(err, Explained)), None)
 
 
 def explained_line(error: BaseException) -> str | None:

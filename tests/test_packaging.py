@@ -92,14 +92,8 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_sdist(copy_tree(working_tree(), root / "src"), root / "dist")
 
 
-@pytest.fixture(scope="module")
-def installed(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new venv with the sdist installed (no deps, no index); returns its bin folder."""
-    can_build_wheels = importlib.util.find_spec("setuptools.command.bdist_wheel") or importlib.util.find_spec(
-        "wheel.bdist_wheel"
-    )
-    assert can_build_wheels, "pip builds a wheel from the sdist: needs setuptools>=70.1 (or wheel<0.46) here"
-    target = tmp_path_factory.mktemp("venv") / "venv"
+def new_venv(target: Path, visible: list[str]) -> Path:
+    """A new venv without pip that also sees the packages in the ``visible`` folders; returns its python."""
     venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(target)
     python = target / ("Scripts" if os.name == "nt" else "bin") / "python"
     site_packages = subprocess.run(
@@ -108,8 +102,20 @@ def installed(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
+    (Path(site_packages) / "_zerda_test_dependencies.pth").write_text("\n".join(visible) + "\n")
+    return python
+
+
+@pytest.fixture(scope="module")
+def installed(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv with the sdist installed (no deps, no index); returns its bin folder."""
+    can_build_wheels = importlib.util.find_spec("setuptools.command.bdist_wheel") or importlib.util.find_spec(
+        "wheel.bdist_wheel"
+    )
+    assert can_build_wheels, "pip builds a wheel from the sdist: needs setuptools>=70.1 (or wheel<0.46) here"
+    target = tmp_path_factory.mktemp("venv") / "venv"
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (Path(site_packages) / "_zerda_test_dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    python = new_venv(target, sorted(ours))
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
     result = subprocess.run(
         [*install, "--no-deps", "--no-build-isolation", "--no-index", str(sdist)],
@@ -227,9 +233,6 @@ def test_zerda_core_installs_and_chunks_alone_with_numpy_only(tmp_path: Path) ->
     )
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("zerda_core-*.whl")
-    target = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(target)
-    python = target / "bin" / "python"
     numpy_only = tmp_path / "numpy_only"
     numpy_only.mkdir()
     import numpy
@@ -238,13 +241,7 @@ def test_zerda_core_installs_and_chunks_alone_with_numpy_only(tmp_path: Path) ->
     for entry in numpy_root.parent.iterdir():
         if entry.name == "numpy" or entry.name.startswith(("numpy-", "numpy.libs")):
             (numpy_only / entry.name).symlink_to(entry)
-    site_packages = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(site_packages) / "_numpy_only.pth").write_text(f"{numpy_only}\n")
+    python = new_venv(tmp_path / "venv", [str(numpy_only)])
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index"]
     result = subprocess.run(
         [*install, str(wheel)], env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT, check=False

@@ -28,7 +28,7 @@ from typing import IO, Any, Literal
 import fsspec
 from smart_open.compression import compression_wrapper
 
-from pipelines.errors import EnvironmentFault, StorageError
+from pipelines.errors import EnvironmentFault, StorageError, chain
 from pipelines.io.context import BUFFER_BYTES, FileContext
 from pipelines.io.expand import InputFile
 from pipelines.io.formats import read_jsonl, reader_for, split_suffixes
@@ -64,20 +64,13 @@ def fault_kind(error: BaseException) -> FaultKind:
     too), or ``data`` (the file's: corrupt gzip, a bad Parquet footer, undecodable bytes), the only one a
     reject may record."""
     kind: FaultKind = "data"
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [error]
-    while pending:
-        err = pending.pop()
-        if err is None or id(err) in seen:
-            continue
-        seen.add(id(err))
+    for err in chain(error):
         if isinstance(err, ConnectionError | TimeoutError) or (
             isinstance(err, OSError) and err.errno in _TRANSIENT_ERRNOS
         ):
             return "transient"
         if isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno in _ENVIRONMENT_ERRNOS):
             kind = "environment"
-        pending += [err.__cause__, err.__context__]
     return kind
 
 
