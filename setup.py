@@ -41,6 +41,7 @@ EXTRAS = {
     ],
     "tokens": ["tokenizers>=0.20"],
     "rag": ["wordllama>=0.4"],
+    "eval": ["bm25s>=0.2", "wordllama>=0.4"],  # zerda-eval's retrievers
     "bench": [
         "chonkie>=1.0",
         "semchunk>=2",
@@ -75,6 +76,7 @@ setup(
         "console_scripts": [
             "zerda-rechunk=pipelines.rechunk:main",
             "zerda-report=pipelines.report:main",
+            "zerda-eval=pipelines.evaluation.cli:main",
         ]
     },
 )

@@ -38,7 +38,7 @@ import numpy as np
 from benchmarks import questions
 from benchmarks.questions import Question, RetrievalCorpus
 from benchmarks.scaffold import RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
-from benchmarks.spans import Scores, Span, score, within_budget
+from pipelines.evaluation.metrics import Scores, Span, score, within_budget
 from benchmarks.tools import FACTORIES, Sizes, _version
 
 RESULTS = RESULTS_DIR / "retrieval.md"

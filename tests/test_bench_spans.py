@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.spans import Span, covered, score, within_budget
+from pipelines.evaluation.metrics import Span, covered, score, within_budget
 
 GOLD = Span(doc=0, start=100, end=200)  # 100 characters
 

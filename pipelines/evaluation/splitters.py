@@ -1,0 +1,133 @@
+"""The ways a corpus is cut under evaluation: zerda's settings, fixed windows and the peer splitters.
+
+Each splitter turns a document's text into character spans ``(start, end)``: zerda and the fixed windows
+give offsets; a peer's chunk texts are found in the document, in order. The peers (LangChain's recursive
+splitter, chonkie's SentenceChunker, semchunk) count characters, so no tokenizer is downloaded; one that
+is not installed raises ImportError, which the caller reports and skips.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import cast
+
+import zerda_core
+from pipelines.settings import ChunkingSettings
+
+TextSpans = list[tuple[int, int]]
+PEERS = ("fixed", "langchain", "chonkie", "semchunk")
+
+
+@dataclass(frozen=True)
+class Splitter:
+    """A named way to cut a document into character spans."""
+
+    name: str
+    family: str
+    version: str
+    spans: Callable[[str], TextSpans]
+
+
+def version_of(dist: str) -> str:
+    """Installed version of a distribution, or '?' when it is not installed as one (e.g. a source tree)."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def peer_overlap(size: int) -> int:
+    """The peers' overlap: zerda's default 128 characters, at most a quarter of the chunk."""
+    return min(128, size // 4)
+
+
+def located(text: str, pieces: Sequence[str]) -> TextSpans:
+    """Where each chunk text stands in ``text``: searched from the previous chunk's start, as chunks come in order.
+
+    A chunk that cannot be found (a splitter that rewrote the text) is an error, not a silent miss.
+    """
+    spans, cursor = [], 0
+    for piece in pieces:
+        at = text.find(piece, cursor)
+        if at < 0:
+            raise ValueError(f"chunk not found in its document after offset {cursor}: {piece[:60]!r}")
+        spans.append((at, at + len(piece)))
+        cursor = at
+    return spans
+
+
+def zerda_splitter(name: str, chunking: ChunkingSettings) -> Splitter:
+    """zerda's AdaptiveChunker for a config's chunking section; its own offsets are the spans."""
+    chunker = chunking.chunker()
+
+    def spans(text: str) -> TextSpans:
+        return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)]
+
+    return Splitter(name, "zerda", zerda_core.__version__, spans)
+
+
+def fixed_splitter(size: int) -> Splitter:
+    """Windows of ``size`` characters, each starting ``size - overlap`` after the one before."""
+    overlap = peer_overlap(size)
+
+    def spans(text: str) -> TextSpans:
+        # the last window starts before len - overlap, so it reaches the end of the text
+        starts = range(0, max(len(text) - overlap, 1), size - overlap)
+        return [(start, min(start + size, len(text))) for start in starts]
+
+    return Splitter(f"fixed {size}", "fixed", "-", spans)
+
+
+def _langchain(size: int, overlap: int) -> Callable[[str], list[str]]:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    return RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text
+
+
+def _chonkie(size: int, overlap: int) -> Callable[[str], list[str]]:
+    from chonkie import SentenceChunker
+
+    chunker = SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
+    return lambda text: [c.text for c in chunker.chunk(text)]
+
+
+def _semchunk(size: int, overlap: int) -> Callable[[str], list[str]]:
+    import semchunk
+
+    def split(text: str) -> list[str]:
+        return cast(list[str], semchunk.chunk(text, size, len, memoize=False, overlap=overlap))
+
+    return split
+
+
+# key -> (distribution, factory of a text -> chunk texts function at (size, overlap))
+PEER_FACTORIES: dict[str, tuple[str, Callable[[int, int], Callable[[str], list[str]]]]] = {
+    "langchain": ("langchain-text-splitters", _langchain),
+    "chonkie": ("chonkie", _chonkie),
+    "semchunk": ("semchunk", _semchunk),
+}
+
+
+def peer_splitter(key: str, size: int) -> Splitter:
+    """A peer (or fixed windows) at ``size`` characters; raises ImportError when the peer is not installed."""
+    if key == "fixed":
+        return fixed_splitter(size)
+    dist, factory = PEER_FACTORIES[key]
+    split = factory(size, peer_overlap(size))
+    return Splitter(f"{key} {size}", key, version_of(dist), lambda text: located(text, split(text)))
+
+
+def peer_splitters(sizes: Sequence[int], peers: Sequence[str] = PEERS, prog: str = "zerda-eval") -> list[Splitter]:
+    """Every peer at every size; a peer that is not installed is skipped with one message on stderr."""
+    built = []
+    for key in peers:
+        for size in sizes:
+            try:
+                built.append(peer_splitter(key, size))
+            except ImportError as exc:
+                print(f"{prog}: skipping {key}: {exc} (pip install 'zerda[bench]')", file=sys.stderr)
+                break
+    return built
