@@ -38,6 +38,11 @@ EXTRAS = {
         "types-PyYAML",
         "wordllama>=0.4",  # also ships the tokenizer.json the token-size tests use
         "tokenizers>=0.20",
+        # zerda-eval's tests: BM25 and the peer splitters it compares zerda with
+        "bm25s>=0.2",
+        "chonkie>=1.0",
+        "semchunk>=2",
+        "langchain-text-splitters>=0.3",
     ],
     "tokens": ["tokenizers>=0.20"],
     "rag": ["wordllama>=0.4"],

@@ -22,7 +22,7 @@ import zerda_core
 from pipelines.errors import UsageError
 from pipelines.evaluation.evaluate import chunk_pool, evaluate, stderr_progress
 from pipelines.evaluation.metrics import RESAMPLES
-from pipelines.evaluation.questions import QuestionsError, load_questions
+from pipelines.evaluation.questions import QuestionsError, parse_questions, place
 from pipelines.evaluation.report import render_html, render_text, summarise
 from pipelines.evaluation.retrievers import BM25, Hybrid, Retriever, dense_retriever
 from pipelines.evaluation.splitters import PEERS, Splitter, peer_splitters, zerda_splitter
@@ -162,16 +162,17 @@ def _matched_sizes(zerda: Sequence[Splitter], texts: Sequence[str]) -> list[int]
 def run(args: argparse.Namespace) -> int:
     named = _settings(args.config)
     progress = stderr_progress(PROG)
+    entries = parse_questions(_read_questions(args.questions))  # usage errors before the long work
+    retrievers, versions = _retrievers(args.retrievers, args.embedder)
     ids, texts, rejects = read_corpus(args.input, named[0][1].input)
     if not texts:
         raise UsageError(f"no document read from --input ({rejects:,} rejected)")
     progress(f"read {len(texts):,} documents ({sum(map(len, texts)):,} characters), {rejects:,} rejected")
-    questions, unlocated = load_questions(_read_questions(args.questions), ids, texts)
+    questions, unlocated = place(entries, ids, texts)
     for u in unlocated:
         print(visible_line(f"{PROG}: question on line {u.line} not located: {u.reason}"), file=sys.stderr)
     if not questions:
         raise QuestionsError("no question could be located in the corpus")
-    retrievers, versions = _retrievers(args.retrievers, args.embedder)
     splitters = [zerda_splitter(name, settings.chunking) for name, settings in named]
     if args.peers:
         splitters += peer_splitters(args.peer_sizes or _matched_sizes(splitters, texts), PEERS, PROG)

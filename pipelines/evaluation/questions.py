@@ -125,30 +125,53 @@ def _gold(entry: Mapping[str, Any], ids: Sequence[str], texts: Sequence[str]) ->
     return "no gold answer: give doc_id with start and end, spans, or answer"
 
 
-def load_questions(
-    lines: Sequence[str], ids: Sequence[str], texts: Sequence[str]
-) -> tuple[list[Question], list[Unlocated]]:
-    """Questions whose gold answers are placed in the documents (``ids[i]`` names ``texts[i]``), and those
-    that could not be; raises QuestionsError for a line that is not a question."""
-    questions: list[Question] = []
-    unlocated: list[Unlocated] = []
+@dataclass(frozen=True)
+class Entry:
+    """One question line as read, before its answer is placed in the corpus."""
+
+    line: int
+    query: str
+    fields: dict[str, Any]
+
+
+def parse_questions(lines: Sequence[str]) -> list[Entry]:
+    """Every question line; raises QuestionsError for a line that is not a question (checked before the corpus
+    is read, so a broken file fails at once)."""
+    entries = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            fields = json.loads(line)
         except ValueError as err:
             raise QuestionsError(f"line {number}: not JSON: {err}") from None
-        if not isinstance(entry, dict):
+        if not isinstance(fields, dict):
             raise QuestionsError(f"line {number}: a question must be a JSON object")
-        query = entry.get("question")
+        query = fields.get("question")
         if not isinstance(query, str) or not query.strip():
             raise QuestionsError(f'line {number}: no question (a non-empty string under "question")')
-        gold = _gold(entry, ids, texts)
-        if isinstance(gold, str):
-            unlocated.append(Unlocated(number, query, gold))
-        else:
-            questions.append(Question(query, gold))
-    if not questions and not unlocated:
+        entries.append(Entry(number, query, fields))
+    if not entries:
         raise QuestionsError("the file holds no question")
+    return entries
+
+
+def place(entries: Sequence[Entry], ids: Sequence[str], texts: Sequence[str]) -> tuple[list[Question], list[Unlocated]]:
+    """Questions whose gold answers are placed in the documents (``ids[i]`` names ``texts[i]``), and those
+    that could not be."""
+    questions: list[Question] = []
+    unlocated: list[Unlocated] = []
+    for entry in entries:
+        gold = _gold(entry.fields, ids, texts)
+        if isinstance(gold, str):
+            unlocated.append(Unlocated(entry.line, entry.query, gold))
+        else:
+            questions.append(Question(entry.query, gold))
     return questions, unlocated
+
+
+def load_questions(
+    lines: Sequence[str], ids: Sequence[str], texts: Sequence[str]
+) -> tuple[list[Question], list[Unlocated]]:
+    """:func:`parse_questions`, then :func:`place`."""
+    return place(parse_questions(lines), ids, texts)
