@@ -9,7 +9,8 @@ Why this shape:
   (zerda and the fixed windows give offsets, the peers' chunk texts are found in the document).
   Each corpus is one search pool: gold documents and distractors together.
 - Two retrievers, both offline: BM25 (bm25s, English stop words) and WordLlama's l2_supercat
-  embeddings from its wheel (cosine similarity). Chunks are ranked; scores follow spans.py: recall,
+  embeddings from its wheel (cosine similarity). Chunks are ranked and scored by zerda-eval's code
+  (pipelines/evaluation: splitters, retrievers, metrics.py): recall,
   precision and IoU over the top k chunks, and recall when every splitter is read to the same
   number of characters (the budgets), which is the fair comparison between chunk sizes.
 - zerda runs with its default settings (whole-document density); ``ZERDA_CONFIGS`` lists its
@@ -21,233 +22,53 @@ Run from the repo root: ``python benchmarks/bench_retrieval.py`` (a few minutes 
 
 from __future__ import annotations
 
-import logging
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` and `zerda_core` importable from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
-
 from benchmarks import questions
 from benchmarks.questions import Question, RetrievalCorpus
 from benchmarks.scaffold import RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
-from pipelines.evaluation.metrics import Scores, Span, score, within_budget
-from benchmarks.tools import FACTORIES, Sizes, _version
+from pipelines.evaluation import questions as asked
+from pipelines.evaluation.evaluate import Result, evaluate, stderr_progress
+from pipelines.evaluation.metrics import Span
+from pipelines.evaluation.retrievers import BM25, Retriever, WordLlamaRetriever
+from pipelines.evaluation.splitters import PEERS, Splitter, peer_splitters, zerda_splitter
+from pipelines.settings import ChunkingSettings
 
 RESULTS = RESULTS_DIR / "retrieval.md"
-# zerda's settings under test, by name: ChunkConfig fields over its defaults (e.g. {"density_scope": "section"}).
+# zerda's settings under test, by name: chunking settings over the defaults (e.g. {"density_scope": "section"}).
 # The second is sized so that its mean chunk is near the largest peers' (about 1,000 characters): adaptive
 # sizing against fixed sizing at the same mean size, rather than small chunks against large ones.
 ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
     "zerda (document density)": {},
-    "zerda (document density, sizes 400-2000)": {"adaptive_min_size": 400, "adaptive_max_size": 2000},
+    "zerda (document density, sizes 400-2000)": {"min_size": 400, "max_size": 2000},
     "zerda (section density)": {"density_scope": "section"},
-    "zerda (section density, sizes 400-2000)": {
-        "density_scope": "section",
-        "adaptive_min_size": 400,
-        "adaptive_max_size": 2000,
-    },
+    "zerda (section density, sizes 400-2000)": {"density_scope": "section", "min_size": 400, "max_size": 2000},
 }
-PEERS = ("fixed", "langchain", "chonkie", "semchunk")
 SIZES = (256, 512, 1024)
 KS = (1, 3, 5)
 BUDGETS = (1000, 2000, 4000)
-DEPTH = 64  # chunks ranked per query: enough to fill the largest budget with the smallest chunks
-TextSpans = list[tuple[int, int]]
-
-
-def peer_overlap(size: int) -> int:
-    """The peers' overlap: zerda's default 128 characters, at most a quarter of the chunk."""
-    return min(128, size // 4)
-
-
-@dataclass(frozen=True)
-class Splitter:
-    """A named way to cut a document into character spans."""
-
-    name: str
-    family: str
-    version: str
-    spans: Callable[[str], TextSpans]
-
-
-def located(text: str, pieces: Sequence[str]) -> TextSpans:
-    """Where each chunk text stands in ``text``: searched from the previous chunk's start, as chunks come in order.
-
-    A chunk that cannot be found (a splitter that rewrote the text) is an error, not a silent miss.
-    """
-    spans, cursor = [], 0
-    for piece in pieces:
-        at = text.find(piece, cursor)
-        if at < 0:
-            raise ValueError(f"chunk not found in its document after offset {cursor}: {piece[:60]!r}")
-        spans.append((at, at + len(piece)))
-        cursor = at
-    return spans
-
-
-def zerda_splitter(name: str, overrides: dict[str, Any]) -> Splitter:
-    """zerda's AdaptiveChunker on a ChunkConfig with ``overrides``; its own offsets are the spans."""
-    import zerda_core
-    from zerda_core.chunks import AdaptiveChunker, ChunkConfig
-
-    chunker = AdaptiveChunker(ChunkConfig(**overrides))
-
-    def spans(text: str) -> TextSpans:
-        return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)]
-
-    return Splitter(name, "zerda", getattr(zerda_core, "__version__", "?"), spans)
-
-
-def fixed_splitter(size: int) -> Splitter:
-    """Windows of ``size`` characters, each starting ``size - overlap`` after the one before."""
-    overlap = peer_overlap(size)
-
-    def spans(text: str) -> TextSpans:
-        # the last window starts before len - overlap, so it reaches the end of the text
-        starts = range(0, max(len(text) - overlap, 1), size - overlap)
-        return [(start, min(start + size, len(text))) for start in starts]
-
-    return Splitter(f"fixed {size}", "fixed", "-", spans)
-
-
-def peer_splitter(key: str, size: int) -> Splitter:
-    """One of benchmarks/tools.py's peers at a fixed size; raises ImportError when it is not installed."""
-    tool = FACTORIES[key](Sizes(peer_size=size, overlap=peer_overlap(size)))
-
-    def spans(text: str) -> TextSpans:
-        return located(text, tool.texts(tool.run(text, size, peer_overlap(size))))
-
-    return Splitter(f"{key} {size}", key, tool.version, spans)
+Row = Result  # one (corpus, retriever, splitter), as zerda-eval scores it
 
 
 def build_splitters(sizes: Sequence[int]) -> list[Splitter]:
     """zerda's configurations, then every peer at every size; a peer that is not installed is skipped."""
-    built = [zerda_splitter(name, overrides) for name, overrides in ZERDA_CONFIGS.items()]
-    for key in PEERS:
-        for size in sizes:
-            try:
-                built.append(fixed_splitter(size) if key == "fixed" else peer_splitter(key, size))
-            except ImportError as exc:
-                print(f"bench: skipping {key}: {exc} (pip install -e '.[bench]')", file=sys.stderr)
-                break
-    return built
-
-
-# ---------------------------------------------------------------- retrievers
-
-
-class Retriever:
-    """Ranks the chunks of one pool for every query: ``rank(chunk texts, queries, depth)`` -> chunk indices."""
-
-    name = ""
-    version = ""
-
-    def rank(self, chunks: list[str], queries: list[str], depth: int) -> np.ndarray:
-        raise NotImplementedError
-
-
-class BM25(Retriever):
-    """bm25s with its default parameters and English stop words; Arabic words pass through its tokenizer."""
-
-    name = "BM25"
-
-    def __init__(self) -> None:
-        import bm25s
-
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
-        self._bm25s = bm25s
-        self.version = f"bm25s {_version('bm25s')}"
-
-    def rank(self, chunks: list[str], queries: list[str], depth: int) -> np.ndarray:
-        tokenizer = self._bm25s.tokenization.Tokenizer(stopwords="en")
-        index = self._bm25s.BM25()
-        index.index(tokenizer.tokenize(chunks, return_as="tuple", show_progress=False), show_progress=False)
-        asked = tokenizer.tokenize(queries, update_vocab=False, return_as="string", show_progress=False)
-        found, _ = index.retrieve(asked, k=min(depth, len(chunks)), show_progress=False, n_threads=1)
-        return np.asarray(found)
-
-
-class WordLlamaRetriever(Retriever):
-    """WordLlama's l2_supercat (256 dimensions) from the files in its wheel, cosine similarity."""
-
-    name = "WordLlama"
-
-    def __init__(self) -> None:
-        import wordllama
-
-        # the wheel ships the weights; cache_dir points at them (see examples/rag_embeddings.py)
-        self._model = wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
-        self.version = f"wordllama {_version('wordllama')} l2_supercat"
-
-    def rank(self, chunks: list[str], queries: list[str], depth: int) -> np.ndarray:
-        vectors = self._model.embed(chunks, norm=True)
-        asked = self._model.embed(queries, norm=True)
-        similarity = asked @ vectors.T
-        depth = min(depth, len(chunks))
-        top = np.argpartition(-similarity, depth - 1, axis=1)[:, :depth]
-        order = np.take_along_axis(similarity, top, axis=1).argsort(axis=1)[:, ::-1]
-        return np.take_along_axis(top, order, axis=1)
-
-
-# ---------------------------------------------------------------- one splitter on one corpus
-
-
-@dataclass
-class Row:
-    """One (corpus, retriever, splitter): chunk statistics and per-question scores."""
-
-    corpus: str
-    retriever: str
-    splitter: Splitter
-    chunks: int
-    mean_chars: float
-    at_k: dict[int, list[Scores]]
-    at_budget: dict[int, list[float]]  # recall per question
-
-
-def chunk_pool(splitter: Splitter, data: RetrievalCorpus) -> list[Span]:
-    """Every chunk of every document of the pool, as spans."""
-    return [Span(i, s, e) for i, doc in enumerate(data.docs) for s, e in splitter.spans(doc.text)]
-
-
-def evaluate(
-    data: RetrievalCorpus, splitter: Splitter, pool: list[Span], retriever: Retriever, ranked: np.ndarray
-) -> Row:
-    """Scores of the ranked chunks against each question's gold span."""
-    at_k: dict[int, list[Scores]] = {k: [] for k in KS}
-    at_budget: dict[int, list[float]] = {b: [] for b in BUDGETS}
-    for question, order in zip(data.questions, ranked, strict=True):
-        gold = Span(question.doc, question.start, question.end)
-        spans = [pool[i] for i in order]
-        for k in KS:
-            at_k[k].append(score(gold, spans[:k]))
-        for budget in BUDGETS:
-            at_budget[budget].append(score(gold, within_budget(spans, budget)).recall)
-    mean = statistics.fmean(map(len, pool)) if pool else 0.0
-    return Row(data.name, retriever.name, splitter, len(pool), mean, at_k, at_budget)
+    built = [zerda_splitter(name, ChunkingSettings(**overrides)) for name, overrides in ZERDA_CONFIGS.items()]
+    return built + peer_splitters(sizes, PEERS, prog="bench")
 
 
 def run_corpus(data: RetrievalCorpus, splitters: list[Splitter], retrievers: list[Retriever]) -> list[Row]:
-    """Chunk the pool with every splitter and rank its chunks with every retriever."""
-    rows = []
-    queries = [q.query for q in data.questions]
-    for splitter in splitters:
-        started = time.perf_counter()
-        pool = chunk_pool(splitter, data)
-        texts = [data.docs[s.doc].text[s.start : s.end] for s in pool]
-        for retriever in retrievers:
-            rows.append(evaluate(data, splitter, pool, retriever, retriever.rank(texts, queries, DEPTH)))
-        seconds = time.perf_counter() - started
-        print(f"bench: {data.name}: {splitter.name}: {len(pool)} chunks, {seconds:.1f}s", flush=True)
-    return rows
+    """Chunk the pool with every splitter and rank its chunks with every retriever (zerda-eval's evaluation)."""
+    texts = [doc.text for doc in data.docs]
+    gold = [asked.Question(q.query, (Span(q.doc, q.start, q.end),)) for q in data.questions]
+    progress = stderr_progress("bench")
+    return evaluate(texts, gold, splitters, retrievers, KS, BUDGETS, corpus=data.name, progress=progress)
 
 
 # ---------------------------------------------------------------- report
@@ -339,14 +160,16 @@ def report(
         *example_lines(corpora),
         "",
         f"Retrievers: {'; '.join(r.version for r in retrievers)}. Splitters: zerda as"
-        " `AdaptiveChunker(ChunkConfig(...))` with its defaults (sizes 100-1500, overlap 128) or the sizes its"
+        " its chunking settings (`ChunkingSettings(...)`, a config's `chunking:` section) with their defaults"
+        " (sizes 100-1500, overlap 128) or the sizes its"
         " name gives; fixed windows, langchain's"
         f" RecursiveCharacterTextSplitter, chonkie's SentenceChunker (character tokenizer) and semchunk (len) at"
         f" {', '.join(map(str, SIZES))} characters with overlap min(128, size / 4). Versions: "
         + ", ".join(sorted({f"{s.family} {s.version}" for s in splitters if s.version != "-"}))
         + ".",
         "",
-        "Scores (benchmarks/spans.py): R/P/IoU@k over the top k chunks — recall is the share of the gold span"
+        "Scores (pipelines/evaluation/metrics.py, as zerda-eval scores): R/P/IoU@k over the top k chunks — recall is"
+        " the share of the gold span"
         " covered, precision the share of retrieved characters that are gold (overlapping chunks count twice),"
         " IoU covered / (gold + retrieved - covered). R@N chars: recall when the ranked chunks are read up to N"
         " characters (the last one cut), the same text budget for every splitter; the best per column in bold.",

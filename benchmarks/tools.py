@@ -14,8 +14,9 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
+
+from pipelines.evaluation.splitters import version_of as _version
 
 Budget = tuple[int, int]  # (chunk size, overlap) in characters, what a peer is asked for on one document
 
@@ -66,14 +67,6 @@ def _budget_settings(sizes: Sizes, size_name: str, overlap_name: str) -> str:
     if sizes.peer_size is not None:
         return f"{size_name}={sizes.peer_size}, {overlap_name}={sizes.overlap}"
     return f"{size_name}=zerda's target per document, {overlap_name}=min({sizes.overlap}, that target // 2)"
-
-
-def _version(dist: str) -> str:
-    """Installed version of a distribution, or '?' when it is not installed as one (e.g. a source tree)."""
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "?"
 
 
 def zerda_tool(sizes: Sizes) -> Tool:
