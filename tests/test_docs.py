@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.evaluation.cli import build_parser as build_eval_parser
 from pipelines.rechunk import build_parser
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.settings import load_settings, settings_reference_markdown
@@ -245,12 +246,23 @@ def test_rechunk_options_in_the_docs_are_known() -> None:
                 assert name in ours or name[2:] in beam, f"the docs use unknown option {name}"
 
 
+def test_eval_options_in_the_docs_are_known() -> None:
+    ours = {opt for action in build_eval_parser()._actions for opt in action.option_strings}
+    used = [words for words in commands() if any(Path(w).name == "zerda-eval" for w in words[:3])]
+    assert used
+    for words in used:
+        for word in words:
+            if word.startswith("--"):
+                assert word.split("=", 1)[0] in ours, f"the docs use unknown zerda-eval option {word}"
+
+
 def test_console_scripts_the_docs_run_are_installed_entry_points() -> None:
-    """``zerda-rechunk``/``zerda-report`` in the docs are the scripts setup.py installs, and they resolve."""
+    """``zerda-rechunk``/``zerda-report``/``zerda-eval`` in the docs are the scripts setup.py installs, and they
+    resolve."""
     setup_py = (REPO / "setup.py").read_text(encoding="utf-8")
     declared = dict(re.findall(r'"(zerda-[\w-]+)=([\w.]+:\w+)"', setup_py))
     used = {Path(word).name for words in commands() for word in words if Path(word).name.startswith("zerda-")}
-    assert used == {"zerda-rechunk", "zerda-report"}
+    assert used == {"zerda-rechunk", "zerda-report", "zerda-eval"}
     for script in used:
         module, function = declared[script].split(":")
         assert callable(getattr(importlib.import_module(module), function))
