@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from pipelines.evaluation.evaluate import score_ranking
 from pipelines.evaluation.metrics import Span, bootstrap, score, within_budget
 from pipelines.evaluation.questions import Question, QuestionsError, load_questions, locate
 from pipelines.evaluation.retrievers import fuse
+from tests.browser import png_pixels, screenshot
 
 # ---- metrics on a case worked out by hand ------------------------------------------------------------------
 
@@ -236,3 +238,18 @@ def test_a_bad_questions_file_exits_2_with_one_line(
     assert err == 'zerda-eval: error: line 2: no question (a non-empty string under "question")\n'
     assert main(["--input", str(corpus), "--questions", str(tmp_path / "missing.jsonl")]) == 2
     assert capsys.readouterr().err.startswith("zerda-eval: error: cannot read --questions")
+
+
+def test_the_page_renders_its_plots_in_headless_chromium(corpus: Path, questions: Path, tmp_path: Path) -> None:
+    page, png = tmp_path / "eval.html", tmp_path / "eval.png"
+    argv = ["--input", str(corpus), "--questions", str(questions), "--peers", "--peer-sizes", "400"]
+    assert main([*argv, "--html", str(page)]) == 0
+    width, height, pixels = png_pixels(screenshot(page, png, 1600))
+    assert (width, height) == (1200, 1600)
+    colours = Counter(pixels)
+    background = colours.most_common(1)[0][0]
+    # each splitter's line in its own colour: the first plot holds several saturated colours
+    first_plot = pixels[: 700 * width]
+    drawn = {p for p in first_plot if p != background and max(p) - min(p) > 80}
+    assert len(drawn) >= 4, "lines of several colours"
+    assert sum(p != background for p in pixels) > 0.03 * len(pixels)
