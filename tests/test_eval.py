@@ -217,6 +217,9 @@ def test_peers_are_chunked_at_sizes_matched_to_zerda(
     [
         (["--budgets", "0"], "--budgets"),
         (["--retrievers", "grep"], "--retrievers"),
+        (["--k", "0"], "--k"),
+        (["--embedder", "word2vec"], "--embedder"),
+        (["--input", "/nonexistent/*.jsonl"], "matches no file"),
         (["--config", "/nonexistent.yaml"], "cannot read config"),
     ],
 )

@@ -9,10 +9,12 @@ write them. Exit code 2, with one ``zerda-eval: error:`` line, for anything the 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import fsspec
@@ -50,7 +52,10 @@ def _positive_ints(text: str) -> list[int]:
 
 
 def _positive_int(text: str) -> int:
-    (value,) = _positive_ints(text) if "," not in text else (0,)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
     return value
@@ -82,23 +87,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[str], list[str], int]:
-    """Document ids and texts of every file the patterns match, read by zerda's readers; and the rejects."""
+    """Document ids and texts of every file the patterns match, read by zerda's readers, and how many records
+    were rejected. A document whose id was read already is left out (a question could not name it) and counted
+    as rejected, with one message."""
     ids: list[str] = []
     texts: list[str] = []
     seen: set[str] = set()
-    rejects = 0
+    rejects = repeated = 0
     for file in expand_inputs(patterns):
         for item in read_file(file, settings):
             if isinstance(item, SourceRecord):
                 if item.doc_id in seen:
-                    rejects += 1
+                    repeated += 1
                     continue
                 seen.add(item.doc_id)
                 ids.append(item.doc_id)
                 texts.append(item.text)
             elif isinstance(item, Reject):
                 rejects += item.count
-    return ids, texts, rejects
+    if repeated:
+        print(f"{PROG}: {repeated:,} document(s) with an id read already are left out", file=sys.stderr)
+    return ids, texts, rejects + repeated
 
 
 def _read_questions(url: str) -> list[str]:
@@ -159,6 +168,11 @@ def _matched_sizes(zerda: Sequence[Splitter], texts: Sequence[str]) -> list[int]
     return sorted(int(s) for s in sizes)
 
 
+def _remembered(splitter: Splitter) -> Splitter:
+    """``splitter`` with each document's spans kept, so matching the peers' sizes does not cut it twice."""
+    return replace(splitter, spans=functools.cache(splitter.spans))
+
+
 def run(args: argparse.Namespace) -> int:
     named = _settings(args.config)
     progress = stderr_progress(PROG)
@@ -173,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         print(visible_line(f"{PROG}: question on line {u.line} not located: {u.reason}"), file=sys.stderr)
     if not questions:
         raise QuestionsError("no question could be located in the corpus")
-    splitters = [zerda_splitter(name, settings.chunking) for name, settings in named]
+    splitters = [_remembered(zerda_splitter(name, settings.chunking)) for name, settings in named]
     if args.peers:
         splitters += peer_splitters(args.peer_sizes or _matched_sizes(splitters, texts), PEERS, PROG)
     results = evaluate(texts, questions, splitters, retrievers, [args.k], args.budgets, progress=progress)
