@@ -196,14 +196,14 @@ def test_console_script_runs_the_pipeline_from_the_installed_package(installed: 
     assert "documents chunked" in result.stdout, "the end-of-run summary is printed"
 
 
-def test_both_console_scripts_print_the_installed_distributions_version(installed: Path, tmp_path: Path) -> None:
-    """One version source: the package metadata pip records and both CLIs' ``--version`` agree."""
+def test_the_console_scripts_print_the_installed_distributions_version(installed: Path, tmp_path: Path) -> None:
+    """One version source: the package metadata pip records and the CLIs' ``--version`` agree."""
     code = "import importlib.metadata as m; print(m.version('zerda'))"
     metadata = run_installed(installed, "python", "-c", code, cwd=tmp_path)
     assert metadata.returncode == 0, metadata.stderr
     version = metadata.stdout.strip()
     assert version
-    for script in ("zerda-rechunk", "zerda-report"):
+    for script in ("zerda-rechunk", "zerda-report", "zerda-eval"):
         result = run_installed(installed, script, "--version", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [script, version]
