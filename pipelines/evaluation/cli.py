@@ -32,7 +32,7 @@ from pipelines.io.expand import InputError, expand_inputs
 from pipelines.io.source import read_file
 from pipelines.options import raise_on_error
 from pipelines.records import Reject, SourceRecord
-from pipelines.redact import redact_url
+from pipelines.redact import install, redact_url, remember_credentials
 from pipelines.settings import InputSettings, Settings, SettingsError, load_settings
 from pipelines.terminal_table import visible, visible_line, write_stdout
 
@@ -174,6 +174,10 @@ def _remembered(splitter: Splitter) -> Splitter:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Everything the user can get wrong is checked before the long work: the questions file's lines, the
+    configs, the retrievers; then the corpus is read, chunked, ranked and scored."""
+    for url in [*args.input, args.questions, *args.config, args.json or "", args.html or ""]:
+        remember_credentials(url)  # a storage library may echo them in an error
     named = _settings(args.config)
     progress = stderr_progress(PROG)
     entries = parse_questions(_read_questions(args.questions))  # usage errors before the long work
@@ -214,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, evaluate, report; exit code 2 with one error line for a usage error."""
+    install()  # the command's process, not an import of zerda: a library caller's hooks stay theirs
     try:
         return run(build_parser().parse_args(argv))
     except (UsageError, SettingsError, InputError, QuestionsError) as error:
