@@ -256,3 +256,14 @@ def test_the_page_renders_its_plots_in_headless_chromium(corpus: Path, questions
     drawn = {p for p in first_plot if p != background and max(p) - min(p) > 80}
     assert len(drawn) >= 4, "lines of several colours"
     assert sum(p != background for p in pixels) > 0.03 * len(pixels)
+
+
+@pytest.mark.skipif(bool(importlib.util.find_spec("sentence_transformers")), reason="sentence-transformers installed")
+def test_a_missing_embedder_is_skipped_with_a_message(
+    corpus: Path, questions: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--input", str(corpus), "--questions", str(questions), "--embedder", "sentence-transformers:any-model"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "skipping dense retrieval" in err
+    assert "BM25:" in out.splitlines() and "hybrid:" not in out.splitlines()
