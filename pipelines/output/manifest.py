@@ -31,7 +31,7 @@ class Manifest(Mapping[str, Any]):
     """A written ``_manifest.json``, checked: its JSON object (read as a mapping, keys as on disk) and typed
     accessors for what readers use. :meth:`loads` refuses a manifest that is not zerda's
     (:class:`ManifestError`) or of a newer format (:class:`NewerManifestError`); a manifest without
-    ``format`` (none was ever written so) reads as this format."""
+    ``format`` reads as format 1, the first. A part an older zerda did not write reads as empty or None."""
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self._data = dict(data)
@@ -87,8 +87,7 @@ class Manifest(Mapping[str, Any]):
 
     @property
     def fingerprint(self) -> str | None:
-        value = self._data.get("fingerprint")
-        return value if isinstance(value, str) else None
+        return _text(self._data.get("fingerprint"))
 
     @property
     def settings(self) -> Mapping[str, Any]:
@@ -108,11 +107,12 @@ class Manifest(Mapping[str, Any]):
 
     @property
     def started(self) -> str | None:
-        return self.timings.get("started")
+        return _text(self.timings.get("started"))
 
     @property
     def zerda_version(self) -> str | None:
-        return self._data.get("versions", {}).get("zerda")
+        """The zerda that wrote the output: an incremental run reuses rows only from its own version."""
+        return _text(self._data.get("versions", {}).get("zerda"))
 
     @property
     def root(self) -> str:
@@ -133,6 +133,11 @@ class Manifest(Mapping[str, Any]):
     @property
     def changes(self) -> Mapping[str, Any] | None:
         return self._data.get("changes")
+
+
+def _text(value: object) -> str | None:
+    """A string part of the manifest; anything else (edited by hand) reads as missing."""
+    return value if isinstance(value, str) else None
 
 
 def _check_format(version: object, where: str) -> None:
