@@ -156,7 +156,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
         )
     try:  # a newer zerda's manifest is refused (NewerManifestError): OUTPUT is not overwritten on a guess
-        manifest = Manifest.loads(data)
+        manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}")
     except ManifestError as err:  # edited by hand, or not zerda's
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({err.why}){_AGAINST_NOTHING}")
     if manifest.files is None:

@@ -549,7 +549,10 @@ def test_a_previous_manifest_of_a_newer_format_exits_2_naming_both_and_touches_n
             read_previous(str(output), manifest["fingerprint"], incremental=bool(extra))
 
 
-@pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", None])
+@pytest.mark.parametrize(
+    "manifest",
+    ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", "{}", '{"format": "2"}', None],
+)
 def test_a_previous_manifest_missing_or_of_another_shape_is_no_previous_output(
     manifest: str | None, tmp_path: Path
 ) -> None:

@@ -52,9 +52,11 @@ class Manifest(Mapping[str, Any]):
 
     @classmethod
     def load(cls, fs: AbstractFileSystem, root: str) -> Manifest:
-        """The manifest of the output at ``root`` (an ``OSError`` from the storage is the caller's to word)."""
-        with fs.open(posixpath.join(root, MANIFEST_FILE), "rb") as f:
-            return cls.loads(f.read())
+        """The manifest of the output at ``root``, named by its path in a refusal (an ``OSError`` from the
+        storage is the caller's to word)."""
+        path = posixpath.join(root, MANIFEST_FILE)
+        with fs.open(path, "rb") as f:
+            return cls.loads(f.read(), path)
 
     @classmethod
     def load_url(cls, output: str) -> Manifest:
