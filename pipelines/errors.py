@@ -19,6 +19,21 @@ class OutputError(ValueError):
     """OUTPUT cannot be written or read as a zerda output, or another run holds it."""
 
 
+class ManifestError(OutputError):
+    """A ``_manifest.json`` that is not zerda's (not JSON, not an object, a part of the wrong shape). ``why``
+    says what is wrong without the file's name, for a reader that words the refusal its own way."""
+
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(f"{where} is {why}")
+        self.why = why
+
+
+class NewerManifestError(OutputError):
+    """A ``_manifest.json`` of a format newer than this zerda reads: refused, never guessed at, since a newer
+    zerda may have changed what its keys mean. Not a :class:`ManifestError`: a reader that starts over on a
+    broken manifest must not overwrite what a newer zerda wrote."""
+
+
 class JobError(RuntimeError):
     """A runner on a cluster could not start or finish the job after launch (OUTPUT's lease was taken): exit
     code 1, one line, and OUTPUT keeps its previous output. A RuntimeError, as Beam raises for a failed job."""

@@ -32,7 +32,6 @@ Limitation: each worker holds the previous index's keys and hashes in memory (ab
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import posixpath
 import re
@@ -55,7 +54,7 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
-from pipelines.errors import OutputError, without_beam_steps
+from pipelines.errors import ManifestError, OutputError, without_beam_steps
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
 from pipelines.io.ownership import staged_as
@@ -80,6 +79,7 @@ from pipelines.layout import (
     SUCCESS_FILE,
 )
 from pipelines.names import REJECTS
+from pipelines.output.manifest import Manifest
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import bounded
 from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
@@ -155,11 +155,14 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         return Previous(
             reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
         )
-    try:
-        manifest = json.loads(data)
-        entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest["output"]["files"]}
-    except (ValueError, KeyError, TypeError, AttributeError) as err:  # edited by hand, or not zerda's
-        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({_why(err)}){_AGAINST_NOTHING}")
+    try:  # a newer zerda's manifest is refused (NewerManifestError): OUTPUT is not overwritten on a guess
+        manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}")
+    except ManifestError as err:  # edited by hand, or not zerda's
+        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({err.why}){_AGAINST_NOTHING}")
+    if manifest.files is None:
+        why = "it lists no files: an output of an older zerda"
+        return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
+    entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest.files}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
@@ -241,13 +244,12 @@ def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str]) -> set[
     return sources
 
 
-def _stamped_inputs(manifest: Mapping[str, Any], retry: Container[str] = frozenset()) -> dict[str, FileReport]:
+def _stamped_inputs(manifest: Manifest, retry: Container[str] = frozenset()) -> dict[str, FileReport]:
     """The previous run's reports of the files it read without error and whose listing gave a stamp, but
     for the sources in ``retry``."""
     reports = {}
-    inputs = manifest.get("inputs")
-    for entry in inputs if isinstance(inputs, list) else ():
-        if not isinstance(entry, Mapping) or entry.get("error") or entry.get("source") in retry:
+    for entry in manifest.inputs:
+        if entry.get("error") or entry.get("source") in retry:
             continue
         source, stamp, size, records = (entry.get(key) for key in ("source", "stamp", "bytes", "records"))
         if isinstance(source, str) and isinstance(stamp, str) and stamp and _count(size) and _count(records):
@@ -279,16 +281,16 @@ def _rehashed(fs: AbstractFileSystem, path: str, committed: object) -> bool:
         raise _unreadable(path, err) from err
 
 
-def _can_carry(manifest: Mapping[str, Any], fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:
-    version = manifest.get("versions", {}).get("zerda")
+def _can_carry(manifest: Manifest, fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:
+    version = manifest.zerda_version
     if not incremental:
         return False, "full run (not --incremental)"
     if not has_index:
         return False, "full run: the previous output has no document index (written before zerda had one)"
     if version != zerda_core.__version__:
         return False, f"full run: zerda's chunking version changed ({version} -> {zerda_core.__version__})"
-    if manifest.get("fingerprint") != fingerprint:
-        return False, f"full run: the settings changed (fingerprint {manifest.get('fingerprint')} -> {fingerprint})"
+    if manifest.fingerprint != fingerprint:
+        return False, f"full run: the settings changed (fingerprint {manifest.fingerprint} -> {fingerprint})"
     return True, "incremental: unchanged documents keep their rows from the previous output"
 
 

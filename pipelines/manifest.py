@@ -7,7 +7,10 @@ Wiring (the rechunk entry point)::
     )
 
 gives a PCollection of ONE dict; ``pipelines.io.write.CommitOutput`` takes it as a side input, adds the
-files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``.
+files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``
+(``Manifest.dumps``).
+
+Every reader of a written manifest goes through ``pipelines.output.manifest.Manifest``.
 
 The inputs:
 
@@ -39,10 +42,10 @@ import pyarrow as pa
 
 import zerda_core
 from pipelines.errors import AccountingError
+from pipelines.output.manifest import MANIFEST_FORMAT
 from pipelines.records import REJECT_REASONS, FileReport
 from pipelines.redact import redact_url
 
-MANIFEST_FORMAT = 1
 DUPLICATE_EXAMPLES = 5
 
 

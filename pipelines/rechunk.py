@@ -26,7 +26,6 @@ import atexit
 import contextlib
 import gc
 import itertools
-import json
 import logging
 import signal
 import sys
@@ -54,7 +53,6 @@ from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_cor
 from pipelines.io.lease import best_effort
 from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
-    MANIFEST_FILE,
     CommitOutput,
     WriteChunks,
     WriteRejects,
@@ -69,6 +67,7 @@ from pipelines.io.write import (
 from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
+from pipelines.output.manifest import Manifest
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
 from pipelines.settings import Settings, SettingsError, load_settings
@@ -253,11 +252,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 log.warning("%s: running again in full, which reads no previous chunk file", why)
                 best_effort(lambda: discard_staging(args.output, run_id), "delete the failed attempt's staging")
                 attempt(new_pipeline(options, runner), without_carry(previous, why))
-    with fsspec.open(f"{args.output.rstrip('/')}/{MANIFEST_FILE}", "r", encoding="utf-8") as f:
-        manifest: dict[str, Any] = json.load(f)
+    manifest = Manifest.load_url(args.output)
     if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
         print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
-    return manifest
+    return manifest.to_dict()
 
 
 class _StopState:

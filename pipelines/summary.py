@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from pipelines.output.manifest import Manifest
 from pipelines.terminal_table import render_histogram, render_table
 
 
-def render_summary(manifest: dict[str, Any]) -> str:
-    counts = manifest["counts"]
-    width = manifest["settings"]["output"]["bucket_width"]
-    output = manifest["output"]["root"]
-    seconds = manifest.get("timings", {}).get("seconds") or 0.0
+def render_summary(manifest: Manifest) -> str:
+    """What the launcher prints once the run is committed, from the manifest it committed."""
+    counts = manifest.counts
+    width = manifest.bucket_width
+    output = manifest.root
+    seconds = manifest.timings.get("seconds") or 0.0
     text_chars = counts.get("text_chars", 0)
     megabytes = text_chars / 1e6  # text read and chunked (characters), not the compressed bytes on disk
     lines = [

@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -24,9 +25,9 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import pipelines.io.read
-from pipelines.errors import OutputError
+from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental import read_previous
-from pipelines.rechunk import run
+from pipelines.rechunk import main, run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_manifest
@@ -527,7 +528,31 @@ def test_a_previous_file_the_run_cannot_read_exits_2_naming_it(
             break  # read for an incremental run only
 
 
-@pytest.mark.parametrize("manifest", ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", None])
+def test_a_previous_manifest_of_a_newer_format_exits_2_naming_both_and_touches_nothing(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An output a newer zerda wrote: its index and file list may mean otherwise, so neither an incremental run
+    (which would carry rows on a guess) nor a full one (whose changes are listed against its index) reads it."""
+    corpus, previous, _ = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    manifest = read_manifest(output)
+    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 2}), encoding="utf-8")
+    before = _snapshot(output)
+    said = "written by a newer zerda (format 2; this zerda reads 1)"
+    for extra in (["--incremental"], []):
+        assert main(_argv(corpus, output, *extra)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("zerda: error: ") and said in err and err.count("\n") == 1, err
+        assert _snapshot(output) == before
+        with pytest.raises(NewerManifestError, match=re.escape(said)):
+            read_previous(str(output), manifest["fingerprint"], incremental=bool(extra))
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    ["[]", '{"output": {"files": [{"rows": 3}]}}', '{"output": null}', "7", "{}", '{"format": "2"}', None],
+)
 def test_a_previous_manifest_missing_or_of_another_shape_is_no_previous_output(
     manifest: str | None, tmp_path: Path
 ) -> None:

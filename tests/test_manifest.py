@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import apache_beam as beam
@@ -10,13 +11,14 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import BeamAssertException, assert_that
 
-from pipelines.errors import AccountingError
+from pipelines.errors import AccountingError, ManifestError, NewerManifestError
 from pipelines.manifest import (
     BuildManifest,
     build_manifest,
     check_accounting,
     finish_manifest,
 )
+from pipelines.output.manifest import MANIFEST_FORMAT, Manifest
 from pipelines.records import REJECT_REASONS, FileReport, Reject
 from tests.output_checks import summaries_of
 
@@ -149,3 +151,56 @@ def test_finish_manifest_adds_files_and_time_without_touching_the_input() -> Non
 def test_settings_must_be_json() -> None:
     with pytest.raises(TypeError):
         BuildManifest(settings={"when": STARTED}, fingerprint="abc", output="out", started=STARTED)
+
+
+def finished_manifest() -> dict:
+    """A manifest as the commit writes it, non-ASCII text and a file list included."""
+    built = manifest_with(3, 2, {"empty": 1})
+    files = [{"path": "density_bucket=3/part-00000.parquet", "rows": 4, "bytes": 900}]
+    return finish_manifest(
+        {**built, "settings": {**SETTINGS, "label": "نص"}}, files=files, finished=STARTED + timedelta(seconds=1)
+    )
+
+
+def test_a_manifest_round_trips_and_dumps_as_the_commit_always_wrote_it() -> None:
+    data = finished_manifest()
+    manifest = Manifest(data)
+    assert Manifest.loads(manifest.dumps()) == manifest == data
+    assert manifest.dumps() == json.dumps(data, indent=2, ensure_ascii=False)  # the same bytes on disk
+    assert manifest.format == MANIFEST_FORMAT and manifest.fingerprint == "abc"
+    assert manifest.counts["records_read"] == 3 and manifest.bucket_width == 0.1
+    assert manifest.files == data["output"]["files"] and manifest.inputs == data["inputs"]
+    assert manifest.started == "2025-01-02T03:04:05+00:00" and manifest.changes is None
+
+
+def test_a_manifest_of_a_newer_format_is_refused_naming_both_formats() -> None:
+    text = json.dumps({**finished_manifest(), "format": MANIFEST_FORMAT + 1})
+    with pytest.raises(NewerManifestError) as refused:
+        Manifest.loads(text, "out/_manifest.json")
+    said = f"out/_manifest.json was written by a newer zerda (format {MANIFEST_FORMAT + 1}; this zerda reads 1)"
+    assert str(refused.value).startswith(said)
+    assert not isinstance(refused.value, ManifestError)  # a reader that starts over on a broken one must not
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{bad", "not zerda's JSON"),
+        ("[]", "its JSON is an array, not an object"),
+        ('{"format": "1"}', "format '1' is not a format number"),
+        ('{"format": true}', "format True is not a format number"),
+        ('{"format": 0}', "format 0 is not a format number"),
+        ('{"changes": []}', "'changes' is not an object"),
+        ('{"output": {"files": [{"path": "/etc/passwd"}]}}', "output.files is not a list of files"),
+    ],
+)
+def test_a_manifest_not_zerdas_is_refused(text: str, says: str) -> None:
+    with pytest.raises(ManifestError, match=re.escape(says)):
+        Manifest.loads(text)
+
+
+def test_an_older_manifest_without_a_format_or_a_file_list_reads() -> None:
+    older = {key: value for key, value in finished_manifest().items() if key != "format"}
+    older["output"] = {"root": "out"}
+    manifest = Manifest.loads(json.dumps(older))
+    assert manifest.format == MANIFEST_FORMAT and manifest.files is None and manifest == older

@@ -4,6 +4,7 @@ appear while the run runs. Hidden names stay, untouched and allowed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.errors import NewerManifestError
 from pipelines.io import ownership
 from pipelines.io.ownership import dataset_files
 from pipelines.io.write import StagedFile, new_run_id
@@ -163,3 +165,15 @@ def test_without_a_manifest_the_footers_are_read_in_parallel(tmp_path: Path, mon
     files = dataset_files(LocalFileSystem(), str(output))
     assert files.foreign == () and len(files.ours) > 2
     assert most[0] > 1, "the footers were read one after another"
+
+
+def test_a_manifest_of_a_newer_format_is_refused_not_read_as_no_manifest(tmp_path: Path) -> None:
+    """A newer zerda's manifest says whose files are whose in a way this zerda may misread: refused, where a
+    broken one only sends the launch to the footers."""
+    output = _finished(tmp_path / "out")
+    manifest = read_manifest(output)
+    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 2}), encoding="utf-8")
+    with pytest.raises(NewerManifestError, match=r"format 2; this zerda reads 1"):
+        dataset_files(LocalFileSystem(), str(output))
+    (output / "_manifest.json").write_text(json.dumps({**manifest, "output": []}), encoding="utf-8")
+    assert dataset_files(LocalFileSystem(), str(output)).foreign == ()

@@ -304,6 +304,16 @@ def test_refuses_a_manifest_that_is_not_zerdas(output: str, content: str, says: 
     assert says in refusal([output], capsys)
 
 
+@pytest.mark.parametrize("verify", [[], ["--verify"]])
+def test_refuses_a_manifest_of_a_newer_format_naming_both(output: str, verify: list[str], capsys) -> None:
+    """A newer zerda's output is not read on a guess (its keys may mean otherwise), by the report or --verify."""
+    listing(output)
+    path = Path(output) / "_manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 2}))
+    said = refusal([*verify, output], capsys)
+    assert "written by a newer zerda (format 2; this zerda reads 1)" in said, said
+
+
 def test_refuses_an_output_missing_or_changing_a_file_its_manifest_lists(output: str, capsys) -> None:
     listing(output)
     part = Path(output) / "density_bucket=3" / "part-00000-of-00001.parquet"

@@ -12,7 +12,6 @@ Hidden names (``.`` or ``_`` first, ``.DS_Store``), which those readers skip, ar
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -22,15 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from pipelines.errors import ManifestError
 from pipelines.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
     INDEX_DIR,
-    MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
     REJECTS_DIR,
 )
+from pipelines.output.manifest import Manifest
 
 STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
 _COMMITTED_NAME = re.compile(rf"part-\d{{5,}}({re.escape(CHUNK_SUFFIX)}|{re.escape(REJECT_SUFFIX)})\Z")
@@ -104,10 +104,10 @@ def _gone(fs: AbstractFileSystem, path: str) -> bool:
 
 
 def _listed(fs: AbstractFileSystem, root: str) -> set[str]:
-    """The paths the manifest in OUTPUT lists (none when there is none or it is not zerda's)."""
+    """The paths the manifest in OUTPUT lists (none when there is none or it is not zerda's: the footers then
+    tell). A manifest of a newer zerda is refused (``NewerManifestError``): what it lists may mean otherwise."""
     try:
-        with fs.open(f"{root}/{MANIFEST_FILE}", "rb") as f:
-            files = json.load(f)["output"]["files"]
-        return {entry["path"] for entry in files if isinstance(entry.get("path"), str)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        files = Manifest.load(fs, root).files
+    except (OSError, ManifestError):
         return set()
+    return {entry["path"] for entry in files or ()}

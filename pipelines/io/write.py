@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import logging
 import posixpath
 import re
@@ -77,6 +76,7 @@ from pipelines.layout import (
     SUCCESS_FILE,
 )
 from pipelines.manifest import check_accounting, finish_manifest
+from pipelines.output.manifest import Manifest
 from pipelines.records import Reject
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
@@ -520,8 +520,7 @@ def output_after_stop(output: str, started: datetime, had_finished_output: bool)
         fs, root = _filesystem(output)
         fs.invalidate_cache()
         if fs.exists(f"{root}/{SUCCESS_FILE}"):
-            manifest = json.loads(fs.cat_file(f"{root}/{MANIFEST_FILE}"))
-            if manifest.get("timings", {}).get("started") == started.isoformat():
+            if Manifest.load(fs, root).started == started.isoformat():
                 return "after the commit: OUTPUT holds this run's complete output"
             return "OUTPUT keeps its previous output"
     except Exception as err:  # storage that cannot say: say that
@@ -730,7 +729,7 @@ def _publish(
 ) -> dict[str, Any]:
     """Write the manifest, then ``_SUCCESS``: the last step, the one that makes OUTPUT a finished output."""
     final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
-    fs.pipe_file(f"{root}/{MANIFEST_FILE}", json.dumps(final_manifest, indent=2, ensure_ascii=False).encode())
+    fs.pipe_file(f"{root}/{MANIFEST_FILE}", Manifest(final_manifest).dumps().encode())
     fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
     return final_manifest
 

@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pipelines.settings import OutputSettings
+from pipelines.output.manifest import Manifest
 
 PERCENTILES = (5, 50, 95, 100)
 
@@ -71,7 +71,7 @@ class Report:
     """Everything the report shows, read from one output."""
 
     output: str
-    manifest: Mapping[str, Any]
+    manifest: Manifest
     groups: tuple[Group, ...]
     rejects: Mapping[str, int]
     sources: tuple[SourceCounts, ...] = ()
@@ -81,8 +81,7 @@ class Report:
     @property
     def bucket_width(self) -> float:
         """The run's bucket width, from its settings (the default when the manifest predates the key)."""
-        output_settings = self.manifest.get("settings", {}).get("output", {})
-        return float(output_settings.get("bucket_width", OutputSettings().bucket_width))
+        return self.manifest.bucket_width
 
     def buckets(self) -> list[int]:
         """The non-empty buckets, in order."""

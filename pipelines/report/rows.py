@@ -69,7 +69,7 @@ def sample_heading(sample: Sample, bucket_width: float) -> str:
 
 def headline(report: Report) -> list[tuple[str, object]]:
     """The run at a glance: counts from the manifest where the data cannot tell (records read)."""
-    counts = report.manifest.get("counts", {})
+    counts = report.manifest.counts
     total = report.stats()
     return [
         ("records read", counts.get("records_read")),
@@ -83,11 +83,11 @@ def headline(report: Report) -> list[tuple[str, object]]:
 def provenance(report: Report) -> str:
     """Fingerprint, finish time and version: which settings and code produced the output."""
     manifest = report.manifest
-    timings, versions = manifest.get("timings", {}), manifest.get("versions", {})
+    timings = manifest.timings
     parts = [
-        f"fingerprint {manifest['fingerprint']}" if manifest.get("fingerprint") else "",
+        f"fingerprint {manifest.fingerprint}" if manifest.fingerprint else "",
         f"finished {timings['finished']}" if timings.get("finished") else "",
         f"took {timings['seconds']:,} s" if timings.get("seconds") is not None else "",
-        f"zerda {versions['zerda']}" if versions.get("zerda") else "",
+        f"zerda {manifest.zerda_version}" if manifest.zerda_version else "",
     ]
     return " · ".join(part for part in parts if part)

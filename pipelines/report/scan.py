@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import posixpath
 from collections import Counter
 from collections.abc import Mapping
@@ -19,18 +18,16 @@ from pyarrow import acero
 
 from pipelines.errors import OutputError
 from pipelines.layout import (
-    BUCKET_WIDTHS,
     CHUNK_SUFFIX,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
     REJECTS_DIR,
     SUCCESS_FILE,
-    is_bucket_width,
 )
+from pipelines.output.manifest import Manifest
 from pipelines.redact import bounded, redact_url
 from pipelines.report.model import Group, RejectedFile, Report, Sample, SourceCounts
-from pipelines.settings import OutputSettings
 
 _GROUP_KEYS = [PARTITION_COLUMN, "char_count", "language"]
 SAMPLES_PER_BUCKET = 2
@@ -57,43 +54,14 @@ def open_output(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     return fs, root
 
 
-def read_manifest(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, Any]:
-    """The manifest, checked for the shape the report reads; ``OutputError`` when it is not zerda's."""
-    with fs.open(posixpath.join(root, MANIFEST_FILE), "rb") as f:
-        data = f.read()
-    try:
-        manifest = json.loads(data)
-    except ValueError as err:  # not JSON, not UTF-8: edited by hand, cut short, or another tool's file
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's JSON ({bounded(str(err))})") from err
-    if not isinstance(manifest, dict):
-        kind = {"list": "an array", "str": "a string", "bool": "a boolean", "NoneType": "null"}
-        found = kind.get(type(manifest).__name__, "a number")
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: its JSON is {found}, not an object")
-    for key in _MAPPINGS:
-        if not isinstance(manifest.get(key, {}), dict):
-            raise OutputError(f"{MANIFEST_FILE} is not zerda's: {key!r} is not an object")
-    if not isinstance(manifest.get("settings", {}).get("output", {}), dict):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: 'settings.output' is not an object")
-    width = manifest.get("settings", {}).get("output", {}).get("bucket_width", OutputSettings().bucket_width)
-    if not is_bucket_width(width):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: bucket_width {bounded(repr(width))} is not {BUCKET_WIDTHS}")
-    seconds = manifest.get("timings", {}).get("seconds")
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: timings.seconds is not a number")
-    return manifest
-
-
-_MAPPINGS = ("settings", "counts", "timings", "versions", "output")
-
-
-def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[str, Any]) -> list[str] | None:
+def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Manifest) -> list[str] | None:
     """The data files the manifest lists (absolute paths), each checked present with its committed size.
 
     ``None`` for a manifest from before zerda listed its files (then the folders are globbed). A listed
     file gone or of another size means the output was changed by hand or half copied: its numbers would
     be wrong, so ``OutputError``.
     """
-    entries = listed_entries(manifest)
+    entries = manifest.files
     if entries is None:
         return None
     present = {posixpath.relpath(path, root): info.get("size") for path, info in fs.find(root, detail=True).items()}
@@ -109,25 +77,6 @@ def committed_files(fs: fsspec.AbstractFileSystem, root: str, manifest: Mapping[
             f" (e.g. {bounded(missing[0])}), so its numbers would be wrong. Rerun the pipeline into it, then report."
         )
     return [posixpath.join(root, entry["path"]) for entry in entries]
-
-
-def listed_entries(manifest: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The manifest's file entries, each a path inside the output; None when it lists none (an older zerda)."""
-    entries = manifest.get("output", {}).get("files")
-    if entries is None:
-        return None
-    if not isinstance(entries, list) or not all(_is_entry(entry) for entry in entries):
-        raise OutputError(f"{MANIFEST_FILE} is not zerda's: output.files is not a list of files in the output")
-    return entries
-
-
-def _is_entry(entry: object) -> bool:
-    """A file entry of the manifest: a relative path inside the output, no ``..``, with an integer size."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-        return False
-    path, size = entry["path"], entry.get("bytes")
-    inside = path == posixpath.normpath(path) and not path.startswith(("/", "..")) and "://" not in path
-    return inside and (size is None or (isinstance(size, int) and not isinstance(size, bool)))
 
 
 def _parquet_files(fs: fsspec.AbstractFileSystem, pattern: str, listed: list[str] | None = None) -> list[str]:
@@ -300,7 +249,7 @@ def load_report(url: str) -> Report:
 
 def _load_report(url: str) -> Report:
     fs, root = open_output(url)
-    manifest = read_manifest(fs, root)
+    manifest = Manifest.load(fs, root)
     listed = committed_files(fs, root, manifest)
     rejects, rejected_files = read_rejects(fs, root, listed)
     chunked = scan_sources(fs, root, listed)

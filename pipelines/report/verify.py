@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 from pipelines.errors import OutputError
 from pipelines.io.ownership import is_dataset_entry
 from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR
+from pipelines.output.manifest import Manifest
 from pipelines.redact import bounded
-from pipelines.report.scan import listed_entries, open_output, read_manifest
+from pipelines.report.scan import open_output
 
 _BATCH_ROWS = 4096  # rows decoded at once: memory follows a batch, not a file
 
@@ -39,8 +40,8 @@ class Verification:
 def verify_output(url: str) -> Verification:
     """Read and check a finished output; ``OutputError`` when there is none, or its manifest lists no files."""
     fs, root = open_output(url)
-    manifest = read_manifest(fs, root)
-    listed = listed_entries(manifest)
+    manifest = Manifest.load(fs, root)
+    listed = manifest.files
     if listed is None:
         raise OutputError(f"{MANIFEST_FILE} lists no files (an output of an older zerda): rerun into it to verify")
     entries = {entry["path"]: entry for entry in listed}
@@ -53,7 +54,7 @@ def verify_output(url: str) -> Verification:
             problems.append(f"{relative}: {problem}")
         rows[relative.split("/", 1)[0]] += read
         total += read
-    problems += _count_problems(rows, manifest["counts"])
+    problems += _count_problems(rows, manifest.counts)
     problems += [f"{relative}: not listed in {MANIFEST_FILE}" for relative in _unlisted(fs, root, entries)]
     return Verification(len(entries), total, tuple(problems))
 

@@ -1,0 +1,1 @@
+"""What a run leaves in OUTPUT and how it is read back."""
