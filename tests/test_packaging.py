@@ -260,3 +260,24 @@ def test_zerda_core_installs_and_chunks_alone_with_numpy_only(tmp_path: Path) ->
     ran = subprocess.run([str(python), "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[]", "the pipeline's packages are visible: the check would prove nothing"
+
+
+def test_make_run_in_a_fresh_copy_chunks_the_sample_corpus(tmp_path: Path) -> None:
+    """The README's first command from a fresh copy of the checkout: it makes its own venv from nothing but
+    python3, installs zerda into it and chunks the bundled sample corpus into ./out/chunks."""
+    source = copy_tree(working_tree(), tmp_path / "clone")
+    env = {k: v for k, v in clean_env().items() if k not in ("VIRTUAL_ENV",)}
+    result = subprocess.run(
+        ["make", "run", f"PYTHON={shutil.which('python3') or 'python3'}"],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = source / "out" / "chunks"
+    assert (output / "_SUCCESS").exists()
+    assert "documents chunked" in result.stdout
+    assert (source / ".venv" / "bin" / "zerda-rechunk").exists()
