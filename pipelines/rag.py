@@ -45,15 +45,18 @@ class RejectedDocument(ValueError):
     """Why a document gave no chunk; MLTransform's error output shows it as the row's ``msg``."""
 
 
-def to_beam_chunk(chunk: DocumentChunk, fingerprint: str, chunk_id_fn: ChunkIdFn | None = None) -> Chunk:
+def to_beam_chunk(
+    chunk: DocumentChunk, fingerprint: str, chunk_id_fn: ChunkIdFn | None = None, embedded: bool = False
+) -> Chunk:
     """A zerda chunk as Beam's ``Chunk``, with zerda's stable id, or the id ``chunk_id_fn`` gives it.
 
-    A chunk with an embedding text (``extra["embed_text"]``) gets it as its content, and its slice as
-    ``metadata["text"]``: the embedder sees the context, the store keeps the exact text.
+    ``embedded`` (the transform has an ``embed_text`` template): the rendered ``extra["embed_text"]`` is the
+    content and the slice ``metadata["text"]``, so the embedder sees the context and the store keeps the exact
+    text. Without it an ``embed_text`` field of the document is plain metadata, as any other field.
     """
     meta = chunk.metadata
     extra = dict(meta.extra)
-    embed_text = extra.pop(EMBED_TEXT_KEY, None)
+    embed_text = extra.pop(EMBED_TEXT_KEY) if embedded else None
     if embed_text is not None:
         extra[TEXT_KEY] = chunk.text
     metadata: dict[str, Any] = {
@@ -91,7 +94,8 @@ class _SplitDocuments(beam.PTransform):
     def expand(self, documents: beam.PCollection) -> Any:
         out = documents | "ChunkText" >> self.chunk_text
         fingerprint = self.chunk_text.chunking.fingerprint
-        chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, fingerprint, self.chunk_id_fn)
+        embedded = self.chunk_text.embed_text is not None
+        chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, fingerprint, self.chunk_id_fn, embedded)
         if not self.with_errors:
             return chunks
         return chunks, out[REJECTS] | "RejectsAsErrors" >> beam.Map(_as_error)
