@@ -11,6 +11,8 @@ once a document, not once a chunk). Every element that yields no chunk goes to t
   or with ``metadata_fields`` only the keys named there (the chunker's own keys, such as ``density``,
   win a clash): the meaning Beam's own RAG chunkers give those two arguments. A ``SourceRecord``'s
   record number is carried as ``extra["record"]``.
+- With ``embed_text`` (a template, see :mod:`pipelines.embed_text`) each chunk also carries its rendered
+  embedding text as ``extra["embed_text"]``; its ``text`` stays the exact slice of the document.
 - An element without an id gets one from its content (:func:`content_id`): a PCollection has
   no order, so only the text itself gives an id that is the same on every run and retry.
 
@@ -29,6 +31,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
+from pipelines.embed_text import EMBED_TEXT_KEY, check_template, render
 from pipelines.names import METRICS_NAMESPACE, REJECTS
 from pipelines.records import Reject, RejectLimit, SourceRecord, encodable, excerpt, lone_surrogate, nothing_visible
 from pipelines.settings import ChunkingSettings, as_chunking_settings
@@ -123,9 +126,15 @@ class _ChunkTextFn(beam.DoFn):
     """Chunks one element; ``setup()`` builds the chunker once per worker from the typed settings."""
 
     def __init__(
-        self, chunking: ChunkingSettings, per_document: bool, max_reject_rows: int | None, fields: _Fields
+        self,
+        chunking: ChunkingSettings,
+        per_document: bool,
+        max_reject_rows: int | None,
+        fields: _Fields,
+        embed_text: str | None = None,
     ) -> None:
         self._chunking = chunking
+        self._embed_text = embed_text
         self._fields = fields
         self._per_document = per_document
         self._max_reject_rows = max_reject_rows
@@ -165,6 +174,9 @@ class _ChunkTextFn(beam.DoFn):
         if item.extra:
             for chunk in chunks:
                 chunk.metadata.extra = {**item.extra, **chunk.metadata.extra}
+        if self._embed_text is not None:
+            for chunk in chunks:
+                chunk.metadata.extra[EMBED_TEXT_KEY] = render(self._embed_text, chunk)
         self._documents.inc()
         self._chunks.inc(len(chunks))
         self._density.update(round(chunks[0].metadata.extra["density"] * 10_000))
@@ -194,7 +206,8 @@ class ChunkText(beam.PTransform):
     settings either way give the same chunks (see :func:`~pipelines.settings.as_chunking_settings`).
     ``document_field`` names a dict's text key; ``metadata_fields`` the keys copied into its chunks' metadata
     (None: all but the text, id and source). The settings are checked (and a ``min_size > max_size`` warning
-    logged) when the transform is built, not later on a worker.
+    logged) when the transform is built, not later on a worker. ``embed_text`` is a template
+    (:mod:`pipelines.embed_text`) rendered into each chunk's ``metadata.extra["embed_text"]``; None: none.
     """
 
     def __init__(
@@ -205,9 +218,11 @@ class ChunkText(beam.PTransform):
         max_reject_rows: int | None = None,
         document_field: str = TEXT_KEY,
         metadata_fields: Sequence[str] | None = None,
+        embed_text: str | None = None,
         label: str | None = None,
     ) -> None:
         super().__init__(label)
+        self.embed_text = check_template(embed_text)
         self.chunking = as_chunking_settings(chunking)
         self.chunking.chunker()
         if not isinstance(document_field, str) or not document_field:
@@ -221,5 +236,5 @@ class ChunkText(beam.PTransform):
         self._max_reject_rows = max_reject_rows
 
     def expand(self, elements: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        chunk_fn = _ChunkTextFn(self.chunking, self._per_document, self._max_reject_rows, self._fields)
+        chunk_fn = _ChunkTextFn(self.chunking, self._per_document, self._max_reject_rows, self._fields, self.embed_text)
         return elements | "Chunk" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")

@@ -23,6 +23,7 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.chunk_text import ChunkText
+from pipelines.embed_text import EMBED_TEXT_KEY
 from pipelines.layout import PARTITION_COLUMN, density_bucket
 from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
@@ -102,6 +103,7 @@ class _RowsFn(beam.DoFn):
             "local_density": meta.extra.get("local_density"),
             "section": meta.extra.get("section"),
             "token_count": meta.extra.get("token_count"),
+            "embed_text": meta.extra.get(EMBED_TEXT_KEY),
             PARTITION_COLUMN: bucket,
         }
 
@@ -111,7 +113,8 @@ class ChunkDocuments(beam.PTransform):
 
     It takes only the settings it needs: the chunking and enrichment sections, the bucket width,
     the run's settings fingerprint (stored in every row) and the reject rows kept per source and reason
-    in a bundle (``input.max_reject_rows``; None: all).
+    in a bundle (``input.max_reject_rows``; None: all) and the ``embed_text`` template (``output.embed_text``;
+    None: the column is null).
     """
 
     def __init__(
@@ -123,9 +126,12 @@ class ChunkDocuments(beam.PTransform):
         fingerprint: str,
         progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
         max_reject_rows: int | None = None,
+        embed_text: str | None = None,
     ) -> None:
         super().__init__()
-        self._chunk_text = ChunkText(chunking, per_document=True, max_reject_rows=max_reject_rows)
+        self._chunk_text = ChunkText(
+            chunking, per_document=True, max_reject_rows=max_reject_rows, embed_text=embed_text
+        )
         self._rows_fn = _RowsFn(enrich, bucket_width, fingerprint, progress_seconds, max_reject_rows)
 
     def expand(self, records: beam.PCollection) -> ChunkedDocuments:

@@ -13,6 +13,11 @@ chunkers. ``index`` is the chunk's place in its document; ``metadata`` holds ``d
 ``source``, ``start_char``/``end_char``, ``density``, ``target_size``, ``language`` and
 ``config_fingerprint`` (the chunking settings' fingerprint).
 
+With ``embed_text=TEMPLATE`` (:mod:`pipelines.embed_text`, e.g. ``"{section}\n\n{text}"``) the chunk's
+``content.text``, what Beam's embedding handlers embed, is the rendered template, and the exact slice of the
+document is kept as ``metadata["text"]`` (so ``metadata["text"] == document[start_char:end_char]``).
+Without it, ``content.text`` is the slice and ``metadata`` has no ``text`` key.
+
 Documents that give no chunk are counted (Beam metrics ``zerda:rejects_<reason>``); with
 ``MLTransform(...).with_exception_handling()`` they also come out in MLTransform's error
 output, one row each with the reason and message.
@@ -29,6 +34,7 @@ from apache_beam.ml.rag.chunking.base import ChunkIdFn, ChunkingTransformProvide
 from apache_beam.ml.rag.types import Chunk, Content
 
 from pipelines.chunk_text import TEXT_KEY, ChunkText
+from pipelines.embed_text import EMBED_TEXT_KEY
 from pipelines.names import REJECTS
 from pipelines.records import Reject
 from pipelines.settings import ChunkingSettings
@@ -39,11 +45,22 @@ class RejectedDocument(ValueError):
     """Why a document gave no chunk; MLTransform's error output shows it as the row's ``msg``."""
 
 
-def to_beam_chunk(chunk: DocumentChunk, fingerprint: str, chunk_id_fn: ChunkIdFn | None = None) -> Chunk:
-    """A zerda chunk as Beam's ``Chunk``, with zerda's stable id, or the id ``chunk_id_fn`` gives it."""
+def to_beam_chunk(
+    chunk: DocumentChunk, fingerprint: str, chunk_id_fn: ChunkIdFn | None = None, embedded: bool = False
+) -> Chunk:
+    """A zerda chunk as Beam's ``Chunk``, with zerda's stable id, or the id ``chunk_id_fn`` gives it.
+
+    ``embedded`` (the transform has an ``embed_text`` template): the rendered ``extra["embed_text"]`` is the
+    content and the slice ``metadata["text"]``, so the embedder sees the context and the store keeps the exact
+    text. Without it an ``embed_text`` field of the document is plain metadata, as any other field.
+    """
     meta = chunk.metadata
+    extra = dict(meta.extra)
+    embed_text = extra.pop(EMBED_TEXT_KEY) if embedded else None
+    if embed_text is not None:
+        extra[TEXT_KEY] = chunk.text
     metadata: dict[str, Any] = {
-        **meta.extra,
+        **extra,
         "doc_id": meta.doc_id,
         "source": meta.source,
         "start_char": meta.start_char,
@@ -52,7 +69,8 @@ def to_beam_chunk(chunk: DocumentChunk, fingerprint: str, chunk_id_fn: ChunkIdFn
         "chunk_type": meta.chunk_type.value,
         "config_fingerprint": fingerprint,
     }
-    beam_chunk = Chunk(content=Content(text=chunk.text), id=chunk.chunk_id, index=meta.chunk_index, metadata=metadata)
+    content = Content(text=chunk.text if embed_text is None else embed_text)
+    beam_chunk = Chunk(content=content, id=chunk.chunk_id, index=meta.chunk_index, metadata=metadata)
     if chunk_id_fn is not None:
         beam_chunk.id = chunk_id_fn(beam_chunk)
     return beam_chunk
@@ -76,7 +94,8 @@ class _SplitDocuments(beam.PTransform):
     def expand(self, documents: beam.PCollection) -> Any:
         out = documents | "ChunkText" >> self.chunk_text
         fingerprint = self.chunk_text.chunking.fingerprint
-        chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, fingerprint, self.chunk_id_fn)
+        embedded = self.chunk_text.embed_text is not None
+        chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, fingerprint, self.chunk_id_fn, embedded)
         if not self.with_errors:
             return chunks
         return chunks, out[REJECTS] | "RejectsAsErrors" >> beam.Map(_as_error)
@@ -102,7 +121,9 @@ class ZerdaChunker(ChunkingTransformProvider):
     ``LangChainChunker``, with two defaults of zerda's: every field is carried when no
     ``metadata_fields`` are named, and without ``chunk_id_fn`` the id is zerda's stable chunk id. A named
     field a document lacks is left out of its chunks' metadata rather than failing the document (Beam's
-    ingestion reads metadata with ``.get``). Settings and fields are checked here, when the pipeline is built.
+    ingestion reads metadata with ``.get``). ``embed_text`` is a template (:mod:`pipelines.embed_text`): the
+    rendered text becomes ``content.text`` and the exact slice ``metadata["text"]``; None: the slice is the
+    content. Settings, fields and template are checked here, when the pipeline is built.
     """
 
     def __init__(
@@ -112,11 +133,14 @@ class ZerdaChunker(ChunkingTransformProvider):
         document_field: str = TEXT_KEY,
         metadata_fields: Sequence[str] | None = None,
         chunk_id_fn: ChunkIdFn | None = None,
+        embed_text: str | None = None,
     ) -> None:
         # chunk_id_fn is applied inside the splitter, not by Beam's base class: Beam chains its own id step
         # after the splitter, and MLTransform's exception handling skips a chained transform altogether.
         super().__init__(chunk_id_fn=None)
-        self.chunk_text = ChunkText(chunking, document_field=document_field, metadata_fields=metadata_fields)
+        self.chunk_text = ChunkText(
+            chunking, document_field=document_field, metadata_fields=metadata_fields, embed_text=embed_text
+        )
         self.chunking = self.chunk_text.chunking
         self.chunk_id_fn = chunk_id_fn
 

@@ -179,6 +179,7 @@ def build_pipeline(
         fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
         max_reject_rows=settings.input.max_reject_rows,
+        embed_text=settings.output.embed_text,
     )
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(

@@ -8,9 +8,9 @@
 
 Every column is required except ``keywords`` (null when enrichment is off), ``local_density``
 (null unless ``chunking.density_scope`` is ``section``) and ``section`` (the Markdown/rST heading
-path, null when the chunk has none) and ``token_count`` (the chunk's own tokens, null unless
-``chunking.size_unit`` is ``tokens``), so the writer can refuse a row that lacks a field instead of
-storing a silent null.
+path, null when the chunk has none), ``token_count`` (the chunk's own tokens, null unless
+``chunking.size_unit`` is ``tokens``) and ``embed_text`` (null unless ``output.embed_text`` is set), so
+the writer can refuse a row that lacks a field instead of storing a silent null.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ CHUNK_SCHEMA = pa.schema(
         pa.field("local_density", pa.float64(), nullable=True),
         pa.field("section", pa.string(), nullable=True),
         pa.field("token_count", pa.int32(), nullable=True),
+        pa.field("embed_text", pa.string(), nullable=True),
     ]
 )
 

@@ -24,6 +24,7 @@ import fsspec
 import yaml
 
 import zerda_core
+from pipelines.embed_text import TEMPLATE_RULE, template_problem
 from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
 from zerda_core.chunks import AdaptiveChunker
@@ -287,6 +288,17 @@ class OutputSettings(_Section):
     incremental: bool = _setting(
         False, BOOL, "Like `--incremental`: unchanged documents keep their rows from the previous output."
     )
+    embed_text: str | None = _setting(
+        None,
+        _Rule("str", lambda v: v is None or isinstance(v, str), TEMPLATE_RULE),
+        'Fills the `embed_text` column, e.g. `"{section}\\n\\n{text}"`; null: the column is null.',
+    )
+
+    def _cross_checks(self) -> list[str]:
+        if not isinstance(self.embed_text, str):
+            return []  # null, or a wrong type the rule already reported
+        problem = template_problem(self.embed_text)
+        return [] if problem is None else [f"output.embed_text {problem}"]
 
 
 @dataclass(frozen=True)

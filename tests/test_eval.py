@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from pipelines.evaluation.cli import main
-from pipelines.evaluation.evaluate import score_ranking
+from pipelines.evaluation.evaluate import chunk_pool, evaluate, score_ranking
 from pipelines.evaluation.metrics import Span, bootstrap, score, within_budget
 from pipelines.evaluation.questions import Question, QuestionsError, load_questions, locate
-from pipelines.evaluation.retrievers import fuse
+from pipelines.evaluation.retrievers import Retriever, fuse
+from pipelines.evaluation.splitters import zerda_splitter
+from pipelines.settings import ChunkingSettings
 from tests.browser import png_pixels, screenshot
 
 # ---- metrics on a case worked out by hand ------------------------------------------------------------------
@@ -267,3 +269,56 @@ def test_a_missing_embedder_is_skipped_with_a_message(
     out, err = capsys.readouterr()
     assert "skipping dense retrieval" in err
     assert "BM25:" in out.splitlines() and "hybrid:" not in out.splitlines()
+
+
+# ---- embed_text: ranked by the rendered text, scored by the chunk's offsets ----------------------------------
+
+
+class _Recording(Retriever):
+    """Ranks the pool in its own order and keeps the texts it was given."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def rank(self, chunks: list[str], queries: list[str], depth: int) -> np.ndarray:
+        self.seen = list(chunks)
+        return np.tile(np.arange(min(depth, len(chunks))), (len(queries), 1))
+
+
+def test_a_template_ranks_the_rendered_text_while_the_spans_stay_the_offsets() -> None:
+    texts = ["# Fennec\n\n## Ears\n\n" + FOX, PARQUET]
+    settings = ChunkingSettings(min_size=100, max_size=300, overlap=32)
+    plain = zerda_splitter("plain", settings)
+    with_context = zerda_splitter("context", settings, "{doc_id} | {section} | {text}", ["fox", "parquet"])
+    question = Question("How does the fennec fox keep cool?", (Span(0, 0, 40),))
+    seen = []
+    for splitter in (plain, with_context):
+        retriever = _Recording()
+        (result,) = evaluate(texts, [question], [splitter], [retriever], [3], [500])
+        seen.append(retriever.seen)
+        assert result.at_k[3][0].recall > 0, "the gold overlap is measured on the chunk's offsets"
+    pool = chunk_pool(plain, texts)
+    assert seen[0] == [texts[s.doc][s.start : s.end] for s in pool]
+    assert len(seen[1]) == len(pool)
+    for span, ranked in zip(pool, seen[1], strict=True):
+        doc_id = ["fox", "parquet"][span.doc]
+        assert ranked.startswith(f"{doc_id} | ") and ranked.endswith(f" | {texts[span.doc][span.start : span.end]}")
+    assert any(r.startswith("fox | Fennec > Ears | ") for r in seen[1]), "the heading path is in the ranked text"
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        zerda_splitter("bad", settings, "{title} {text}")
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("bm25s"), reason="bm25s not installed")
+def test_the_command_evaluates_a_config_with_embed_text(
+    corpus: Path, questions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "context.yaml"
+    config.write_text('output:\n  embed_text: "{doc_id}: {section}\\n\\n{text}"\n', encoding="utf-8")
+    out_json = tmp_path / "eval.json"
+    argv = ["--input", str(corpus), "--questions", str(questions), "--config", str(config), "--retrievers", "bm25"]
+    assert main([*argv, "--json", str(out_json)]) == 0
+    assert "zerda context" in capsys.readouterr().out
+    (row,) = json.loads(out_json.read_text(encoding="utf-8"))["results"]
+    assert row["retriever"] == "BM25"

@@ -68,7 +68,13 @@ def test_defaults_are_the_documented_ones() -> None:
             "default_format": None,
             "max_reject_rows": 1000,
         },
-        "output": {"bucket_width": 0.1, "compression": "zstd", "max_rows_per_file": 100_000, "incremental": False},
+        "output": {
+            "bucket_width": 0.1,
+            "compression": "zstd",
+            "max_rows_per_file": 100_000,
+            "incremental": False,
+            "embed_text": None,
+        },
         "enrich": {"keywords": False, "top_k": 5},
     }
     assert load_settings(None) == Settings()

@@ -64,6 +64,7 @@ def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None
         "local_density": density if index % 2 else None,
         "section": "تثبيت > From source" if index % 2 else None,
         "token_count": len(text) // 4 if index % 2 else None,
+        "embed_text": f"تثبيت\n\n{text}" if index % 2 else None,
         PARTITION_COLUMN: density_bucket(density, 0.1),
     }
 
@@ -168,7 +169,13 @@ def test_bucket_count_and_bad_values() -> None:
 
 def test_schemas_store_no_partition_column_and_require_all_but_the_optional_columns() -> None:
     assert PARTITION_COLUMN not in CHUNK_SCHEMA.names
-    assert [f.name for f in CHUNK_SCHEMA if f.nullable] == ["keywords", "local_density", "section", "token_count"]
+    assert [f.name for f in CHUNK_SCHEMA if f.nullable] == [
+        "keywords",
+        "local_density",
+        "section",
+        "token_count",
+        "embed_text",
+    ]
     assert REJECT_SCHEMA.names == ["source", "record", "doc_id", "reason", "message", "excerpt", "count"]
 
 

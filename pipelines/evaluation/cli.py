@@ -191,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
         print(visible_line(f"{PROG}: question on line {u.line} not located: {u.reason}"), file=sys.stderr)
     if not questions:
         raise QuestionsError("no question could be located in the corpus")
-    splitters = [_remembered(zerda_splitter(name, settings.chunking)) for name, settings in named]
+    splitters = [
+        _remembered(zerda_splitter(name, settings.chunking, settings.output.embed_text, ids))
+        for name, settings in named
+    ]
     if args.peers:
         splitters += peer_splitters(args.peer_sizes or _matched_sizes(splitters, texts), PEERS, PROG)
     results = evaluate(texts, questions, splitters, retrievers, [args.k], args.budgets, progress=progress)

@@ -69,6 +69,16 @@ def score_ranking(
     return at_k, at_budget
 
 
+def _ranked_texts(splitter: Splitter, texts: Sequence[str], pool: Sequence[Span]) -> list[str]:
+    """The text each chunk is ranked by: its slice, or the splitter's rendered text (``embed_text``)."""
+    if splitter.ranking_texts is None:
+        return [texts[s.doc][s.start : s.end] for s in pool]
+    rendered = [t for number, text in enumerate(texts) for t in splitter.ranking_texts(number, text)]
+    if len(rendered) != len(pool):
+        raise ValueError(f"{splitter.name}: {len(rendered)} ranking texts for {len(pool)} chunks")
+    return rendered
+
+
 def _rankings(retrievers: Sequence[Retriever], texts: list[str], queries: list[str], depth: int) -> list[np.ndarray]:
     """Each retriever's ranking; a hybrid fuses the rankings of its parts, computed once."""
     done: dict[int, np.ndarray] = {}
@@ -100,7 +110,7 @@ def evaluate(
     for number, splitter in enumerate(splitters, 1):
         started = time.perf_counter()
         pool = chunk_pool(splitter, texts)
-        chunk_texts = [texts[s.doc][s.start : s.end] for s in pool]
+        chunk_texts = _ranked_texts(splitter, texts, pool)
         mean = statistics.fmean(map(len, pool)) if pool else 0.0
         depth = depth_for(pool, ks, budgets)
         if pool and questions:

@@ -4,31 +4,38 @@ Each splitter turns a document's text into character spans ``(start, end)``: zer
 give offsets; a peer's chunk texts are found in the document, in order. The peers (LangChain's recursive
 splitter, chonkie's SentenceChunker, semchunk) count characters, so no tokenizer is downloaded; one that
 is not installed raises ImportError, which the caller reports and skips.
+
+A zerda splitter with an ``embed_text`` template (``output.embed_text``) ranks each chunk by its rendered
+text (:mod:`pipelines.embed_text`) while its span, and so the gold overlap, stays the chunk's offsets.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import cast
 
 import zerda_core
+from pipelines.embed_text import check_template, render
 from pipelines.settings import ChunkingSettings
 
 TextSpans = list[tuple[int, int]]
+RankingTexts = Callable[[int, str], list[str]]  # (document number, text) -> the text ranked for each span
 PEERS = ("fixed", "langchain", "chonkie", "semchunk")
 
 
 @dataclass(frozen=True)
 class Splitter:
-    """A named way to cut a document into character spans."""
+    """A named way to cut a document into character spans; ``ranking_texts``, when set, gives the text each
+    span is ranked by (in span order) instead of the span's own text."""
 
     name: str
     family: str
     version: str
     spans: Callable[[str], TextSpans]
+    ranking_texts: RankingTexts | None = field(default=None, compare=False)
 
 
 def version_of(dist: str) -> str:
@@ -59,14 +66,25 @@ def located(text: str, pieces: Sequence[str]) -> TextSpans:
     return spans
 
 
-def zerda_splitter(name: str, chunking: ChunkingSettings) -> Splitter:
-    """zerda's AdaptiveChunker for a config's chunking section; its own offsets are the spans."""
+def zerda_splitter(
+    name: str, chunking: ChunkingSettings, embed_text: str | None = None, doc_ids: Sequence[str] = ()
+) -> Splitter:
+    """zerda's AdaptiveChunker for a config's chunking section; its own offsets are the spans.
+
+    With an ``embed_text`` template the chunks are ranked by their rendered text; ``doc_ids`` (by document
+    number) fill ``{doc_id}``, and ``{source}`` is empty: the evaluation pools documents, not files.
+    """
     chunker = chunking.chunker()
+    template = check_template(embed_text)
 
     def spans(text: str) -> TextSpans:
         return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)]
 
-    return Splitter(name, "zerda", zerda_core.__version__, spans)
+    def ranking_texts(number: int, text: str) -> list[str]:
+        doc_id = doc_ids[number] if number < len(doc_ids) else ""
+        return [render(template, c) for c in chunker.chunk(text, doc_id=doc_id)] if template else []
+
+    return Splitter(name, "zerda", zerda_core.__version__, spans, ranking_texts if template else None)
 
 
 def fixed_splitter(size: int) -> Splitter:
