@@ -99,3 +99,19 @@ def test_verify_and_html_are_one_or_the_other(tmp_path: Path, capsys) -> None:
     assert exit_info.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
     assert not (tmp_path / "page.html").exists()
+
+
+def test_an_output_whose_rejects_were_bounded_verifies(tmp_path: Path, capsys) -> None:
+    """A reject flood leaves fewer reject rows than rejects (a summary row counts the rest): --verify checks
+    the rows against the rows the manifest counts, not against the rejects they stand for."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.jsonl").write_text('{"text": "' + "The fennec fox sleeps by day. " * 20 + '"}\n' + "{}\n" * 9)
+    config = tmp_path / "run.yaml"
+    config.write_text("input:\n  max_reject_rows: 2\n", encoding="utf-8")
+    output = tmp_path / "out"
+    assert rechunk_main(["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet"]) == 0
+    counts = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))["counts"]
+    assert counts["rejects"]["missing_text"] == 9 and counts["reject_rows"] == 3
+    code, out = _verify(output, capsys)
+    assert code == 0 and out.startswith(f"verified {output}: "), out

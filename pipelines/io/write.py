@@ -76,7 +76,7 @@ from pipelines.layout import (
     SUCCESS_FILE,
 )
 from pipelines.manifest import check_accounting, finish_manifest
-from pipelines.output.manifest import Manifest
+from pipelines.output.manifest import Manifest, folder_rows
 from pipelines.records import Reject
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
@@ -665,10 +665,7 @@ def _check_rows(files: list[tuple[StagedFile, int]], manifest: Mapping[str, Any]
     rows: dict[str, int] = defaultdict(int)
     for staged, n in files:
         rows[staged.directory] += n
-    counts = manifest["counts"]
-    expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts["chunks_by_bucket"].items() if n}
-    if counts["reject_rows"]:
-        expected[REJECTS_DIR] = counts["reject_rows"]
+    expected = folder_rows(manifest["counts"])
     found = {directory: n for directory, n in rows.items() if n and _is_counted(directory)}
     if found != expected:
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))

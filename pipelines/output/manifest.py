@@ -18,7 +18,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from pipelines.errors import ManifestError, NewerManifestError
-from pipelines.layout import BUCKET_WIDTHS, MANIFEST_FILE, is_bucket_width
+from pipelines.layout import BUCKET_WIDTHS, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, is_bucket_width
 from pipelines.redact import bounded
 from pipelines.settings import OutputSettings
 
@@ -135,6 +135,17 @@ class Manifest(Mapping[str, Any]):
     @property
     def changes(self) -> Mapping[str, Any] | None:
         return self._data.get("changes")
+
+
+def folder_rows(counts: Mapping[str, Any]) -> dict[str, int]:
+    """The rows the manifest's ``counts`` say each dataset folder holds: each bucket's chunks, and the reject
+    rows (a bounded flood's summary row stands for many rejects; an output from before the bound holds one row
+    a reject). Folders of no rows are left out. The commit and ``--verify`` check the files against this."""
+    expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts.get("chunks_by_bucket", {}).items() if n}
+    reject_rows = counts.get("reject_rows", sum(counts.get("rejects", {}).values()))
+    if reject_rows:
+        expected[REJECTS_DIR] = reject_rows
+    return expected
 
 
 def _text(value: object) -> str | None:

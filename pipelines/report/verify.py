@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import OutputError
 from pipelines.io.ownership import is_dataset_entry
-from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR
-from pipelines.output.manifest import Manifest
+from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE
+from pipelines.output.manifest import Manifest, folder_rows
 from pipelines.redact import bounded
 from pipelines.report.scan import open_output
 
@@ -78,9 +78,8 @@ def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, An
 
 
 def _count_problems(rows: Mapping[str, int], counts: Mapping[str, Any]) -> list[str]:
-    """Each bucket folder's rows against ``chunks_by_bucket``, and the rejects against their counts."""
-    expected = {f"{PARTITION_COLUMN}={bucket}": n for bucket, n in counts.get("chunks_by_bucket", {}).items()}
-    expected[REJECTS_DIR] = sum(counts.get("rejects", {}).values())
+    """Each bucket folder's rows and the reject rows against what the manifest counts (:func:`folder_rows`)."""
+    expected = folder_rows(counts)
     found = {folder: n for folder, n in rows.items() if folder not in (INDEX_DIR, CHANGES_DIR)}
     return [
         f"{folder}/: {found.get(folder, 0):,} rows, the manifest counts {expected.get(folder, 0):,}"
