@@ -311,7 +311,8 @@ def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: Pi
     """Run the pipeline and wait for it; stopped by Ctrl-C, SIGTERM or SIGHUP (see ``_interruptible``), a job on a
     cluster is cancelled, so that it does not go on running without its launcher (and its lease). A job on
     a cluster that cannot start or fails is a JobError: the launcher's traceback would only show Beam's
-    client code (the DirectRunner's failures keep theirs, with the worker's traceback in them)."""
+    client code (the DirectRunner's failures keep theirs, with the worker's traceback in them, but for a
+    failure that explains itself: :func:`~pipelines.errors.explained_line`)."""
     results: list[PipelineResult] = []
     local = isinstance(runner, DirectRunner)
 

@@ -213,17 +213,21 @@ def test_an_ascii_only_stdout_gets_the_summary_with_escapes(arabic_corpus: Path,
     assert (output / "_SUCCESS").exists()
 
 
-def test_the_report_on_a_full_stdout_fails_in_one_line(previous: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "what"), [([], "the report"), (["--verify"], "the verdict")], ids=["report", "verify"]
+)
+def test_the_report_on_a_full_stdout_fails_in_one_line(previous: Path, flag: list[str], what: str) -> None:
+    """The report (or --verify's verdict) is the command's whole output: not printed, the command failed."""
     with open("/dev/full", "w") as full:
         run = subprocess.run(
-            [sys.executable, "-m", "pipelines.report", str(previous)],
+            [sys.executable, "-m", "pipelines.report", *flag, str(previous)],
             cwd=REPO,
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
             timeout=300,
         )
-    assert run.returncode == 1 and run.stderr == "zerda-report: the report could not be written to stdout\n", run.stderr
+    assert run.returncode == 1 and run.stderr == f"zerda-report: {what} could not be written to stdout\n", run.stderr
 
 
 def test_a_stopped_commit_in_this_process_takes_no_further_step_and_a_step_under_way_finishes_first() -> None:

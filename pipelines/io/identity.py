@@ -63,17 +63,17 @@ def _through_same_inode(root: str, real: str) -> str | None:
 def _through_mounts(root: str, real: str) -> str | None:
     """``real`` below ``root`` when both lie on one filesystem and the mounts show ``real``'s place there below
     ``root``'s (Linux's mount table; None elsewhere)."""
-    root_place, real_place = _place(root), _place(real)
+    mounts = _mounts()  # one reading of the table for both paths
+    root_place, real_place = _place(root, mounts), _place(real, mounts)
     if root_place is None or real_place is None or root_place[0] != real_place[0]:
         return None
     inside = _relative(real_place[1], root_place[1])
     return None if inside is None else _join(root, inside)
 
 
-def _place(real: str) -> tuple[str, str] | None:
+def _place(real: str, mounts: tuple[tuple[str, str, str], ...]) -> tuple[str, str] | None:
     """A real path's filesystem (its device number) and its path within that filesystem, from the mount it lies
     on: a bind mount of ``/data/corpus`` at ``/mnt/b`` shows ``/mnt/b/x`` as ``/data/corpus/x`` on ``/data``'s."""
-    mounts = _mounts()
     best: tuple[str, str, str] | None = None
     for device, fs_root, point in mounts:
         if _relative(real, point) is not None and (best is None or len(point) >= len(best[2])):

@@ -96,9 +96,9 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
     the record where it broke; a file that holds no record at all gives one ``empty`` reject.
     A compressed file decompressing past ``input.max_file_bytes`` keeps the records before that
     point and ends with one ``too_large`` reject.
-    A file that cannot be opened (gone since listing, no permission) is one ``unreadable_file``
-    reject. Storage failures raise (``StorageError``, or the storage's own error opening the file), and
-    so do the environment's (``EnvironmentFault``: a full temp disk, a MemoryError, EIO; :func:`fault_kind`).
+    A file that cannot be opened (gone since listing) is one ``unreadable_file`` reject. Storage failures
+    raise (``StorageError``, or the storage's own error opening the file), and so do the environment's
+    (``EnvironmentFault``: a full temp disk, a MemoryError, EIO, a permission denied; :func:`fault_kind`).
     ``FileReport.bytes_read`` counts the stored (compressed) bytes fetched: the file size for
     a stream read to its end, a little more for Parquet, which fetches its footer again.
     """

@@ -539,11 +539,11 @@ Plan = list[tuple[StagedFile, str]]  # each staged file with its final path, bot
 class _Commit(beam.DoFn):
     """Replaces OUTPUT's dataset with the staged files, checks them, then writes the manifest and ``_SUCCESS``.
 
-    The steps, each a function below, in order: check the lease; plan the final names; find which staged
-    files still wait (an earlier attempt of this commit may have moved some: only a file whose footer
-    names the staged path is taken as moved); retract ``_SUCCESS`` and the manifest; clear the previous
-    dataset; move; verify the committed rows against the manifest; remove this run's staging; write the
-    manifest, then ``_SUCCESS``.
+    The steps, each a function below, in order: check the accounting and the staged rows against the
+    manifest's counts; check the lease; plan the final names; find which staged files still wait (an earlier
+    attempt of this commit may have moved some: only a file whose footer names the staged path is taken as
+    moved); retract ``_SUCCESS`` and the manifest; clear the previous dataset; move; check each committed
+    file holds its staged rows; remove this run's staging; write the manifest, then ``_SUCCESS``.
     """
 
     def __init__(self, output: str, run_id: str | None = None) -> None:
@@ -558,9 +558,11 @@ class _Commit(beam.DoFn):
         manifest: dict,
         other_files: list[StagedFile],
     ):
-        check_accounting(manifest)  # the counts it would publish add up, and the staged rows are those counted,
-        _check_rows([(staged, staged.rows) for staged in [*chunk_files, *reject_files]], manifest, "staged")
-        fs, root = _filesystem(self._output)  # before anything in OUTPUT changes
+        # before anything in OUTPUT changes: the counts it would publish add up, and the staged rows are those
+        # counted (each committed file is checked to hold its staged rows once moved: _footer)
+        check_accounting(manifest)
+        _check_rows([*chunk_files, *reject_files], manifest)
+        fs, root = _filesystem(self._output)
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
         if self._run_id is not None:
             check_held(fs, root, self._run_id)
@@ -572,7 +574,7 @@ class _Commit(beam.DoFn):
         _clear_previous(fs, previous - moved)
         _check_running(run_id)
         _move(fs, root, to_move, lambda: _check_running(run_id))
-        committed = _verify(fs, root, plan, manifest)
+        committed = _verify(fs, root, plan)
         _clear_staging(fs, root, plan)
         yield _unless_stopped(run_id, lambda: _publish(fs, root, committed, manifest))  # the last
 
@@ -648,29 +650,24 @@ def _move(fs: AbstractFileSystem, root: str, to_move: Plan, check: Callable[[], 
         list(pool.map(move, to_move))
 
 
-def _verify(fs: AbstractFileSystem, root: str, plan: Plan, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Re-read the committed files' footers: each is the file staged, with its rows, and the totals match the
-    manifest's chunk and reject counts (the last guard against a runner that lost a bundle's output).
-    Returns each file's manifest entry."""
+def _verify(fs: AbstractFileSystem, root: str, plan: Plan) -> list[dict[str, Any]]:
+    """Re-read the committed files' footers: each is the file staged, with its staged rows, whose totals the
+    commit checked against the manifest's counts before it began. Returns each file's manifest entry."""
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
-        footers = list(pool.map(lambda item: _footer(fs, root, *item), plan))
-    _check_rows(
-        [(staged, entry["rows"]) for (staged, _), entry in zip(plan, footers, strict=True)], manifest, "committed"
-    )
-    return footers
+        return list(pool.map(lambda item: _footer(fs, root, *item), plan))
 
 
-def _check_rows(files: list[tuple[StagedFile, int]], manifest: Mapping[str, Any], what: str) -> None:
-    """Raise CommitError unless the rows of ``files`` per folder are the manifest's chunk and reject counts."""
+def _check_rows(files: list[StagedFile], manifest: Mapping[str, Any]) -> None:
+    """Raise CommitError unless the staged rows per folder are the manifest's chunk and reject counts."""
     rows: dict[str, int] = defaultdict(int)
-    for staged, n in files:
-        rows[staged.directory] += n
+    for staged in files:
+        rows[staged.directory] += staged.rows
     expected = folder_rows(manifest["counts"])
     found = {directory: n for directory, n in rows.items() if n and _is_counted(directory)}
     if found != expected:
         differ = sorted(d for d in {*found, *expected} if found.get(d, 0) != expected.get(d, 0))
         detail = ", ".join(f"{d}: {found.get(d, 0):,} rows, manifest {expected.get(d, 0):,}" for d in differ[:5])
-        raise CommitError(f"{what} rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
+        raise CommitError(f"staged rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
 
 
 def _is_counted(directory: str) -> bool:

@@ -83,7 +83,9 @@ def _verify(output: str) -> int:
         result = verify_output(output)
     except OutputError as err:
         return _refused(str(err))
-    write_stdout(render_verification(redact_url(output), result))
+    if not write_stdout(render_verification(redact_url(output), result)):  # the verdict unprinted is no verdict
+        print("zerda-report: the verdict could not be written to stdout", file=sys.stderr)
+        return EXIT_NOT_PRINTED
     return EXIT_DAMAGED if result.problems else 0
 
 
