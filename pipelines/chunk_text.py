@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import apache_beam as beam
@@ -47,6 +48,13 @@ def content_id(text: str) -> str:
     return "text-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def reject_summaries(limit: RejectLimit) -> Iterator[TaggedOutput]:
+    """A bundle's summary rows of the rejects ``limit`` left out, as the ``rejects`` output at its end (no
+    element is at hand in ``finish_bundle``, so each goes to the end of the global window)."""
+    for summary in limit.summaries():
+        yield TaggedOutput(REJECTS, GlobalWindows.windowed_value_at_end_of_window(summary))
+
+
 @dataclass(frozen=True)
 class _Fields:
     """Where a dict's text is, and which of its keys its chunks carry (``None``: all but text, id and source)."""
@@ -54,11 +62,15 @@ class _Fields:
     text: str = TEXT_KEY
     metadata: tuple[str, ...] | None = None
 
+    @cached_property
+    def own(self) -> frozenset[str]:
+        """The keys zerda reads itself, never carried: the text, the source and the ids."""
+        return frozenset({self.text, SOURCE_KEY, *ID_KEYS})
+
     def extra(self, element: Mapping[str, Any]) -> dict[str, Any]:
         """The fields carried into the chunks' metadata; a named field the element lacks is left out."""
         if self.metadata is None:
-            own = {self.text, SOURCE_KEY, *ID_KEYS}
-            return {key: value for key, value in element.items() if key not in own}
+            return {key: value for key, value in element.items() if key not in self.own}
         return {key: element[key] for key in self.metadata if key in element}
 
 
@@ -149,8 +161,7 @@ class _ChunkTextFn(beam.DoFn):
         self._limit = RejectLimit(self._max_reject_rows)
 
     def finish_bundle(self) -> Iterator[TaggedOutput]:
-        for summary in self._limit.summaries():
-            yield TaggedOutput(REJECTS, GlobalWindows.windowed_value_at_end_of_window(summary))
+        yield from reject_summaries(self._limit)
 
     def process(self, element: object) -> Iterator[Any]:
         item = _as_input(element, self._fields)

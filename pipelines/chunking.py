@@ -20,9 +20,8 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
-from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.chunk_text import ChunkText
+from pipelines.chunk_text import ChunkText, reject_summaries
 from pipelines.embed_text import EMBED_TEXT_KEY
 from pipelines.layout import PARTITION_COLUMN, density_bucket
 from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
@@ -58,8 +57,7 @@ class _RowsFn(beam.DoFn):
         self._limit = RejectLimit(self._max_reject_rows)
 
     def finish_bundle(self) -> Iterator[TaggedOutput]:
-        for summary in self._limit.summaries():
-            yield TaggedOutput(REJECTS, GlobalWindows.windowed_value_at_end_of_window(summary))
+        yield from reject_summaries(self._limit)
 
     def process(self, chunks: list[DocumentChunk]) -> Iterator[Any]:
         first = chunks[0].metadata
