@@ -2,35 +2,39 @@
 
 Every run writes a document index, ``OUTPUT/_index/part-*.pq`` (``INDEX_SCHEMA``: source, record, doc id,
 a blake2b hash of the text as chunked, the settings fingerprint, the zerda version, chunk count, bucket,
-the manifest's character counts and the chunk ids), and ``OUTPUT/_changes/part-*.pq``: the chunk ids this
-run added and removed against the previous committed output (``CHANGES_SCHEMA``).
+the manifest's character counts, the chunk ids and the chunk file holding the document's rows), and
+``OUTPUT/_changes/part-*.pq``: the chunk ids this run added and removed against the previous committed
+output (``CHANGES_SCHEMA``).
 
 With ``--incremental``, :func:`read_previous` (at launch, before anything is written) decides from the
 previous output's ``_SUCCESS``, manifest and index whether its rows can be reused: the same settings
 fingerprint and zerda version, else the run is a full one and says why. Then::
 
-    records ─► Classify ─┬─► unchanged: (bucket, key) ─► GroupByKey ─► CarryRows (previous files, filtered) ─► staged
-                         │                                           summaries from the index ─► manifest
-                         └─► new or changed: ChunkDocuments ─► rows ─► WriteChunks
+    records ─► Classify ─┬─► unchanged: rows stay; summaries from the index ─► manifest
+                         └─► new or changed: ChunkDocuments ─► WriteChunks ─► files, index row per document
     previous index ┐
-    hashes, rows ──┴─► CoGroupByKey per (source, doc id) ─► new index rows, change rows, change counts
+    hashes, rows ──┴─► CoGroupByKey per (source, doc id) ─► new index rows, change rows, change counts,
+                                                           (chunk file, key) of each row leaving its file
+    leaving rows ─► GroupByKey per chunk file ─► CarryRows: that file without them, under its own name
+    previous chunk files ─► KeepUntouched: the others, kept where they are, unread
 
 An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
 times and inode or ETag: ``pipelines.io.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
 ``_CarryFiles`` gives, from the previous index and rejects, what ``Classify`` would have given for its
-records (carry keys, summaries, hashes), its rejects, and its previous report.
+records (summaries), its rejects, its index rows and its previous report.
 
 A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
 Changes are found per (source, doc id), all the documents that can share a chunk id, so one shuffle
 gives the final change rows (a group of one id repeated a million times in one file is held at once).
-A previous chunk file whose rows are all carried stays where it is (the commit keeps it: no copy); the
-carried rows of the other files are re-staged as new files. The previous files are only read, and stay
-committed and readable until the commit replaces the dataset, so a failed or killed run leaves them whole.
+Only the keys of rows that leave their file are shuffled to the carry, so its work grows with the change.
+The previous files are only read, and stay committed and readable until the commit replaces the dataset,
+so a failed or killed run leaves them whole.
 Limitation: each worker holds the previous index's keys and hashes in memory (about 200 bytes a document).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import posixpath
@@ -38,7 +42,6 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import Any, NamedTuple, TypeGuard
@@ -61,8 +64,10 @@ from pipelines.io.ownership import staged_as
 from pipelines.io.source import fault_kind
 from pipelines.io.write import (
     DIGEST_KEY,
+    DOCUMENTS,
     EmptyFileIfNone,
     StagedFile,
+    WriteDescribedChunks,
     WriteRows,
     _absolute_url,
     sha256_of,
@@ -87,10 +92,10 @@ from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
 
-_TO_CHUNK, _CARRY, _HASH, _CARRIED_SUMMARY = "to_chunk", "carry", "hash", "carried_summary"
-_CHANGES, _FACTS, _INDEX = "changes", "facts", "index"
+_TO_CHUNK, _HASH, _CARRIED_SUMMARY = "to_chunk", "hash", "carried_summary"
+_CHANGES, _FACTS, _INDEX, _DROPPED = "changes", "facts", "index", "dropped"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
-_CARRIED_COLUMNS = ("record", "doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)  # of an unread file
+_CARRIED_COLUMNS = ("doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)  # of an unread file
 _CARRY_THREADS = 4
 _READ_RETRY_SECONDS = (0.5, 2.0, 8.0)  # the waits before each new attempt at a previous file: 4 attempts in all
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
@@ -118,13 +123,14 @@ class Previous:
     """What a run takes from the previous committed output in OUTPUT (absolute URLs).
 
     ``index_files`` are compared against to list changes (in any run); ``carry`` says whether unchanged
-    documents keep their rows from ``chunk_files`` (bucket -> files), and ``reason`` why or why not.
+    documents keep their rows in ``chunk_files``, and ``reason`` why or why not.
     """
 
     carry: bool = False
     reason: str = "no previous output"
     index_files: tuple[str, ...] = ()
-    chunk_files: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    root: str = ""  # OUTPUT's URL: ``chunk_files`` are relative to it
+    chunk_files: tuple[tuple[str, int], ...] = ()  # (path, rows) of each previous chunk file
     reject_files: tuple[str, ...] = ()
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
 
@@ -163,22 +169,22 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         why = "it lists no files: an output of an older zerda"
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
     entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest.files}
+    rows = {entry["path"]: entry.get("rows") for entry in manifest.files}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
     listed = fs.find(root if incremental else f"{root}/{INDEX_DIR}", detail=True)
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
     missing = [path for path in checked if path not in present or _resized(entries[path][0], present[path])]
+    missing += [path for path in files if path.startswith(f"{PARTITION_COLUMN}=") and not _count(rows[path])]
     missing += [p for p in index if p not in missing and _rehashed(fs, f"{root}/{p}", entries[p][1])]
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in index)
-    chunk_files: dict[int, list[str]] = {}
-    for path in files:
-        if path.startswith(f"{PARTITION_COLUMN}="):
-            bucket = int(path.split("/", 1)[0].split("=", 1)[1])
-            chunk_files.setdefault(bucket, []).append(fs.unstrip_protocol(f"{root}/{path}"))
+    chunk_files = tuple((path, n) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n))
     carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index_files) or not chunk_files)
+    if carry and index_files and not _points_at_rows(fs, index_files[0]):
+        carry, reason = False, "full run: the previous index does not say which file holds a document's rows"
     rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
     if missing and incremental:
         carry, reason = (
@@ -188,14 +194,22 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
                 f" or changed, e.g. {missing[0]})" + ("" if index else _AGAINST_NOTHING)
             ),
         )
-    by_bucket = {b: tuple(paths) for b, paths in chunk_files.items()}
     inputs: dict[str, FileReport] = {}
     if carry:
         try:
             inputs = _stamped_inputs(manifest, _chunker_failed(fs, rejects))
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
-    return Previous(carry, reason, index_files, by_bucket, rejects, inputs)
+    return Previous(carry, reason, index_files, fs.unstrip_protocol(root), chunk_files, rejects, inputs)
+
+
+def _points_at_rows(fs: AbstractFileSystem, index_file: str) -> bool:
+    """Whether the previous index has a ``chunk_file`` column (an older zerda's has none): its footer only."""
+    try:
+        with fs.open(index_file, "rb") as f:
+            return "chunk_file" in pq.read_schema(f).names
+    except (OSError, pa.ArrowException) as err:
+        raise _unreadable(index_file, err) from err
 
 
 def _read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
@@ -322,7 +336,7 @@ def document_keys(table: pa.Table) -> pa.Array:
 
 
 class _Classify(beam.DoFn):
-    """Each SourceRecord -> unchanged (carried: its bucket and key, its summary from the index) or to be chunked."""
+    """Each SourceRecord -> unchanged (its rows stay where they are; its summary from the index) or to be chunked."""
 
     def __init__(self, previous: Previous) -> None:
         self._previous = previous
@@ -349,7 +363,6 @@ class _Classify(beam.DoFn):
         known = self._known.get(key)
         if known is not None and known[0] == digest:
             _, bucket, chunks, chars, text_chars, overlap = known
-            yield TaggedOutput(_CARRY, (bucket, (key, chunks)))
             yield TaggedOutput(_CARRIED_SUMMARY, (record.doc_id, {bucket: [chunks, chars, text_chars, overlap]}))
             yield TaggedOutput(_HASH, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
             return
@@ -359,7 +372,7 @@ class _Classify(beam.DoFn):
 
 class _CarryFiles(beam.DoFn):
     """A batch of previous reports of input files unchanged since (not read) -> those reports, their previous
-    rejects, for each of their documents a carry key and a summary (as ``_Classify`` gives an unchanged one),
+    rejects, for each of their documents a summary (as ``_Classify`` gives an unchanged one),
     and their previous index rows staged as they are, Arrow to Parquet: nothing of a file that did not change
     can change, so its documents skip the comparison (``_previous_index_rows`` leaves them out) and count as
     unchanged.
@@ -399,8 +412,7 @@ class _CarryFiles(beam.DoFn):
         for report in reports:
             rows = self._index.slice(*self._slices.get(report.source, (0, 0)))
             columns = (rows.column(name).to_pylist() for name in _CARRIED_COLUMNS)
-            for record, doc_id, bucket, chunks, *summary in zip(*columns, strict=True):
-                yield TaggedOutput(_CARRY, (bucket, (document_key(report.source, record, doc_id), chunks)))
+            for doc_id, bucket, chunks, *summary in zip(*columns, strict=True):
                 yield TaggedOutput(_CARRIED_SUMMARY, (doc_id, {bucket: [chunks, *summary]}))
             carried.append(rows)
             rejects = self._rejects.get(report.source, [])
@@ -432,58 +444,60 @@ def _batches(reports: Sequence[FileReport], max_rows: int) -> list[tuple[FileRep
 
 
 class _CarryRows(beam.DoFn):
-    """(bucket, carried keys) -> the previous files of that bucket read, filtered to those keys, staged anew."""
+    """(previous chunk file, the documents whose rows leave it) -> the file without those rows, staged to replace
+    it under its own name, so the index rows pointing at it stay right; nothing when no row is left. Only the
+    files that hold a changed or removed document are read: the others stay as they are (:class:`_KeepUntouched`)."""
 
-    def __init__(self, previous: Previous, output: str, run_id: str, compression: str) -> None:
-        self._previous = previous
+    def __init__(self, root: str, output: str, run_id: str, compression: str) -> None:
+        self._root = root
         self._output = output
         self._run_id = run_id
         self._compression = compression
 
-    def process(self, element: tuple[int, Iterable[tuple[str, int]]]) -> Iterator[Any]:
-        bucket, carried = element
-        expected = dict(carried)
-        wanted = pa.array(list(expected))
-        directory = f"{PARTITION_COLUMN}={int(bucket)}"
-
-        def carry(url: str) -> StagedFile | None:
-            try:
-                keep = pc.is_in(document_keys(_read_table(url, ["source", "record", "doc_id"])), value_set=wanted)
-                if not pc.any(keep).as_py():
-                    return None
-                if pc.all(keep).as_py():  # a file of carried documents only: kept where it is, not decoded
-                    return _keep(directory, url, len(keep))
-                table = _read_table(url).select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(keep)
-            except (OSError, pa.ArrowException) as err:  # pyarrow's decoding errors are OSErrors too
-                raise RuntimeError(f"{UNREADABLE}: {directory}/{posixpath.basename(url)} ({_why(err)})") from err
-            return stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
-
-        with ThreadPoolExecutor(_CARRY_THREADS) as pool:  # Parquet reads, filters and writes release the GIL
-            staged = [item for item in pool.map(carry, self._previous.chunk_files.get(bucket, ())) if item]
-        yield from staged
-        kept = sum(item.rows for item in staged)
-        if kept != sum(expected.values()):
+    def process(self, element: tuple[str, Iterable[tuple[str, int]]]) -> Iterator[StagedFile]:
+        path, leaving = element
+        dropped = dict(leaving)
+        directory = posixpath.dirname(path)
+        try:
+            table = _read_table(f"{self._root}/{path}")
+            stay = pc.invert(pc.is_in(document_keys(table), value_set=pa.array(list(dropped))))
+            table = table.select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(stay)
+        except (OSError, pa.ArrowException) as err:  # pyarrow's decoding errors are OSErrors too
+            raise RuntimeError(f"{UNREADABLE}: {path} ({_why(err)})") from err
+        gone = len(stay) - table.num_rows
+        if gone != sum(dropped.values()):
             raise RuntimeError(
-                f"previous output changed under the run: {kept} rows of carried documents in {directory},"
-                f" the index says {sum(expected.values())}"
+                f"previous output changed under the run: {gone} rows of changed or removed documents in {path},"
+                f" the index says {sum(dropped.values())}"
             )
+        if table.num_rows:
+            staged = stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
+            yield replace(staged, final=path)
 
 
-def _keep(directory: str, url: str, rows: int) -> StagedFile:
-    """A previous file of carried rows only, committed where it is: no copy (on an object store, no two)."""
-    source_fs, source = url_to_fs(url)
-    path = f"{directory}/{posixpath.basename(source)}"
-    written_as = staged_as(source_fs, source)  # the path the previous run staged it as, in its footer
-    return StagedFile(directory, path, rows, written_as=written_as or path, kept=True)
+class _KeepUntouched(beam.DoFn):
+    """(path, rows) of a previous chunk file -> the file kept where it is, unless a changed or removed document
+    has rows in it (``touched``: :class:`_CarryRows` replaces it). Nothing is read but its footer."""
+
+    def __init__(self, root: str) -> None:
+        self._root = root
+
+    def process(self, entry: tuple[str, int], touched: Container[str]) -> Iterator[StagedFile]:
+        path, rows = entry
+        if path not in touched:
+            source_fs, source = url_to_fs(f"{self._root}/{path}")
+            written_as = staged_as(source_fs, source)  # the path the previous run staged it as, in its footer
+            yield StagedFile(posixpath.dirname(path), path, rows, written_as=written_as or path, kept=True)
 
 
-def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
-    """A chunked document's index row from its chunk rows; the hash of its text is added where they meet."""
+def _index_row(rows: list[dict[str, Any]], chunk_file: str, fingerprint: str) -> tuple[str, dict[str, Any]]:
+    """A chunked document's index row from its chunk rows and the file holding them, keyed for the comparison;
+    the hash of its text is added where they meet."""
     first = rows[0]
     _, totals = summarise(rows)
     bucket = first[PARTITION_COLUMN]
     chunks, chars, text_chars, overlap = totals[bucket]
-    return {
+    return id_key(first["source"], first["doc_id"]), {
         "source": first["source"],
         "record": first["record"],
         "doc_id": first["doc_id"],
@@ -496,6 +510,7 @@ def _index_row(rows: list[dict[str, Any]], fingerprint: str) -> dict[str, Any]:
         "text_chars": text_chars,
         "overlap_chars": overlap,
         "chunk_ids": _packed([row["chunk_id"] for row in sorted(rows, key=lambda row: row["chunk_index"])]),
+        "chunk_file": chunk_file,
     }
 
 
@@ -528,8 +543,9 @@ def _previous_index_rows(url: str, unchanged: frozenset[str]) -> Iterator[tuple[
         yield id_key(row["source"], row["doc_id"]), {**row, "chunk_ids": _packed(row["chunk_ids"])}
 
 
-def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
-    """The documents of one id in one source, before and now -> their index rows, change rows and counts.
+def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> Iterator[Any]:
+    """The documents of one id in one source, before and now -> their index rows, change rows and counts, and
+    (when rows are carried) the previous rows that leave their chunk file: ``(file, (document key, rows))``.
 
     Chunk ids are compared over the whole group, not document by document: two copies of one text under
     one id share chunk ids, so removing one copy removes no chunk the other still holds; and a document
@@ -548,6 +564,11 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
             now[record] = {**rows[record], "content_hash": digest}
     for record in sorted(now):
         yield [now[record]]
+    if carry:  # every previous document not kept as it was: changed, moved to another record, or removed
+        for record, row in before.items():
+            if now.get(record) is not row:
+                key = document_key(row["source"], record, row["doc_id"])
+                yield TaggedOutput(_DROPPED, (row["chunk_file"], (key, row["chunk_count"])))
     for old, new in _paired(before, now):
         kind = "removed" if new is None else "added" if old is None else "unchanged" if _same(old, new) else "changed"
         yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
@@ -624,8 +645,7 @@ def _add_changes(manifest: dict[str, Any], facts: Counter, previous: Previous, f
 class IncrementalChunks(NamedTuple):
     """What :class:`ChunkIncrementally` gives the job."""
 
-    chunks: beam.PCollection  # row lists of the chunked documents, for WriteChunks
-    carried_files: beam.PCollection  # StagedFiles of the carried rows
+    chunk_files: beam.PCollection  # StagedFiles: of the chunked documents, the rewritten and the kept previous files
     rejects: beam.PCollection  # of the chunked documents and of the files not read
     reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
     summaries: beam.PCollection  # of every document, carried ones included
@@ -637,7 +657,7 @@ class IncrementalChunks(NamedTuple):
 
 
 class ChunkIncrementally(beam.PTransform):
-    """SourceRecords -> :class:`IncrementalChunks`: ``ChunkDocuments`` on what changed, the rest carried over."""
+    """SourceRecords -> :class:`IncrementalChunks`: ``ChunkDocuments`` on what changed, written; the rest kept."""
 
     def __init__(
         self,
@@ -662,13 +682,16 @@ class ChunkIncrementally(beam.PTransform):
     def expand(self, records: beam.PCollection) -> IncrementalChunks:
         output = _absolute_url(self._output)
         compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
-        fingerprint = self._fingerprint
         previous = replace(self._previous, inputs={})  # what the workers need of it
         split = records | "Classify" >> beam.ParDo(_Classify(previous)).with_outputs(
-            _CARRY, _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
+            _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
-        carry, summaries = split[_CARRY], split[_CARRIED_SUMMARY]
+        describe = functools.partial(_index_row, fingerprint=self._fingerprint)
+        written = chunked.chunks | "WriteChunks" >> WriteDescribedChunks(
+            output, self._run_id, compression, max_rows, describe
+        )
+        summaries = split[_CARRIED_SUMMARY]
         rejects, reports, kept_index_files, kept_facts = chunked.rejects, None, None, None
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
             files = (
@@ -677,31 +700,25 @@ class ChunkIncrementally(beam.PTransform):
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles"
                 >> beam.ParDo(_CarryFiles(previous, output, self._run_id, self._settings)).with_outputs(
-                    _CARRY, _CARRIED_SUMMARY, _INDEX, _FACTS, REJECTS, main="reports"
+                    _CARRIED_SUMMARY, _INDEX, _FACTS, REJECTS, main="reports"
                 )
             )
-            carry = (carry, files[_CARRY]) | "AllCarried" >> beam.Flatten()
             summaries = (summaries, files[_CARRIED_SUMMARY]) | "AllCarriedSummaries" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
             reports, kept_index_files, kept_facts = files.reports, files[_INDEX], files[_FACTS]
-        carried = (
-            carry
-            | "ByBucket" >> beam.GroupByKey()
-            | "CarryRows" >> beam.ParDo(_CarryRows(previous, output, self._run_id, compression))
-        )
-        new_rows = chunked.chunks | "IndexRow" >> beam.Map(  # before the shuffle: ids and counts, not texts
-            lambda rows: (id_key(rows[0]["source"], rows[0]["doc_id"]), _index_row(rows, fingerprint))
-        )
         previous_rows = (
             records.pipeline
             | "PreviousIndexFiles" >> beam.Create(list(previous.index_files))
             | "ReadPreviousIndex" >> beam.FlatMap(_previous_index_rows, frozenset(r.source for r in self._unchanged))
         )
         indexed = (
-            {"hash": split[_HASH], "rows": new_rows, "previous": previous_rows}
+            {"hash": split[_HASH], "rows": written[DOCUMENTS], "previous": previous_rows}
             | "ByDocument" >> beam.CoGroupByKey()
-            | "Compare" >> beam.FlatMap(_compare).with_outputs(_CHANGES, _FACTS, main="index")
+            | "Compare" >> beam.FlatMap(_compare, previous.carry).with_outputs(_CHANGES, _FACTS, _DROPPED, main="index")
         )
+        chunk_files = written.files
+        if previous.carry:
+            chunk_files = self._carry(indexed[_DROPPED], written.files, output)
         facts = indexed[_FACTS]
         index_files: tuple[beam.PCollection, ...] = (
             indexed.index
@@ -717,7 +734,21 @@ class ChunkIncrementally(beam.PTransform):
             | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
         )
         summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
-        return IncrementalChunks(chunked.chunks, carried, rejects, reports, summaries, index_files, change_files, facts)
+        return IncrementalChunks(chunk_files, rejects, reports, summaries, index_files, change_files, facts)
+
+    def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
+        """The chunk files of the run: ``written``, the previous files that hold a changed or removed document
+        rewritten without its rows (one task per file), and the other previous files kept, unread."""
+        previous, compression = self._previous, self._settings.compression
+        touched = dropped | "ByChunkFile" >> beam.GroupByKey()
+        rewritten = touched | "CarryRows" >> beam.ParDo(_CarryRows(previous.root, output, self._run_id, compression))
+        kept = (
+            written.pipeline
+            | "PreviousChunkFiles" >> beam.Create(list(previous.chunk_files))
+            | "KeepUntouched"
+            >> beam.ParDo(_KeepUntouched(previous.root), beam.pvalue.AsList(touched | "TouchedFiles" >> beam.Keys()))
+        )
+        return (written, rewritten, kept) | "AllChunkFiles" >> beam.Flatten()
 
     def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
         """The manifest PCollection with the run's change counts added (``changes``)."""

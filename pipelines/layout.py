@@ -1,6 +1,6 @@
 """Where things lie in OUTPUT, and the density bucket a chunk goes to: the layout readers rely on.
 
-``OUTPUT/density_bucket=K/part-NNNNN.parquet`` (Hive partitioning; ``K`` from :func:`density_bucket`),
+``OUTPUT/density_bucket=K/part-<uuid>.parquet`` (Hive partitioning; ``K`` from :func:`density_bucket`),
 ``OUTPUT/_rejects/``, ``_index/`` and ``_changes/`` (``.pq``, so that the documented
 ``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)`` reads chunks only), ``_manifest.json``,
 ``_SUCCESS``, and ``_staging/`` while a run writes.

@@ -54,7 +54,6 @@ from pipelines.io.lease import best_effort
 from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
     CommitOutput,
-    WriteChunks,
     WriteRejects,
     discard_staging,
     has_finished_output,
@@ -194,8 +193,6 @@ def build_pipeline(
     chunked = read.records | "Incremental" >> incremental
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
-    written_chunks = chunked.chunks | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows)
-    staged_chunks = (written_chunks, chunked.carried_files) | "AllChunkFiles" >> beam.Flatten()
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
     reports = read.files if chunked.reports is None else (read.files, chunked.reports) | "AllReports" >> beam.Flatten()
     manifest = {
@@ -206,7 +203,7 @@ def build_pipeline(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
     manifest = incremental.annotate(manifest, chunked.facts)
-    staged = {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest}
+    staged = {"chunks": chunked.chunk_files, "rejects": staged_rejects, "manifest": manifest}
     staged |= {f"index{n}": files for n, files in enumerate(chunked.index_files)} | {"changes": chunked.change_files}
     return staged | "Commit" >> commit
 

@@ -81,6 +81,7 @@ INDEX_SCHEMA = pa.schema(
         _required("text_chars", pa.int64()),
         _required("overlap_chars", pa.int64()),
         _required("chunk_ids", pa.list_(pa.string())),
+        _required("chunk_file", pa.string()),  # the chunk file holding the document's rows, relative to OUTPUT
     ]
 )
 

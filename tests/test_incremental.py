@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+import pipelines.incremental
 import pipelines.io.read
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental import read_previous
@@ -81,6 +82,21 @@ def _table(output: Path, folder: str) -> list[dict[str, Any]]:
 
 def _rejects(output: Path) -> list[tuple[Any, ...]]:
     return sorted(tuple(row.values()) for row in _table(output, "_rejects"))
+
+
+def _index(output: Path) -> list[tuple[Any, ...]]:
+    """The index rows, sorted, without the chunk file each names, after checking that file holds exactly the
+    document's rows (two runs name their files differently)."""
+    rows = _table(output, "_index")
+    for row in rows:
+        chunks = pq.read_table(output / row["chunk_file"]).to_pylist()
+        mine = [
+            c["chunk_id"]
+            for c in chunks
+            if (c["source"], c["record"], c["doc_id"]) == (row["source"], row["record"], row["doc_id"])
+        ]
+        assert sorted(mine) == sorted(row["chunk_ids"]), row
+    return sorted(tuple(map(str, (v for k, v in row.items() if k != "chunk_file"))) for row in rows)
 
 
 def _argv(corpus: Path | str, output: Path | str, *extra: str) -> list[str]:
@@ -152,6 +168,7 @@ def test_incremental_run_equals_a_full_run_and_lists_the_changes(
     assert listed == {(*c, "added") for c in after - before} | {(*c, "removed") for c in before - after}
     assert changes["chunks_added"] == len(after - before) and changes["chunks_removed"] == len(before - after)
     assert _to_embed(output) == {c[0] for c in after - before}
+    assert _index(output) == _index(fresh)
     index = _table(output, "_index")
     assert len(index) == manifest["counts"]["documents_chunked"]
     assert sorted(len(r["chunk_ids"]) for r in index) == sorted(r["chunk_count"] for r in index)
@@ -202,7 +219,73 @@ def test_a_chunk_file_of_unchanged_files_only_stays_where_it_is(tmp_path: Path) 
     index_files = sorted((output / "_index").glob("*.pq"))
     assert max(pq.read_metadata(path).num_rows for path in index_files) <= 4
     assert len(index_files) >= 4  # 12 rows of 3 unread files (s.jsonl alone holds 6), 2 rows of the file read
-    assert _sorted_rows(_table(output, "_index")) == _sorted_rows(_table(fresh, "_index"))
+    assert _index(output) == _index(fresh)
+
+
+def test_only_the_chunk_files_of_changed_or_removed_documents_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every input file is read again (their times changed), one document is edited and one removed: the run
+    reads the previous chunk files holding those two and no other, rewrites them under their own names (the
+    index rows of the documents left in them still point there) and keeps every other file as it is."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    config = tmp_path / "small_files.yaml"
+    config.write_text("output:\n  max_rows_per_file: 3\n", encoding="utf-8")
+    corpus.mkdir()
+    for name in ("p", "q", "r"):
+        _write_jsonl(corpus / f"{name}.jsonl", [(f"{name}{n}", _doc(n)) for n in range(1, 7)])
+    run(_argv(corpus, output, "--config", str(config)))
+    index = {row["doc_id"]: row["chunk_file"] for row in _table(output, "_index")}
+    inodes = {path: (output / path).stat().st_ino for path in set(index.values())}
+    _write_jsonl(
+        corpus / "q.jsonl", [(f"q{n}", _doc(n) + (" Edited." if n == 2 else "")) for n in range(1, 7) if n != 5]
+    )
+    for path in corpus.iterdir():
+        os.utime(path, (time.time() - 30, time.time() - 30))  # a new time: every file is read
+    opened: list[str] = []
+    real = pipelines.incremental._read_table
+
+    def spy(url: str, columns: list[str] | None = None) -> Any:
+        opened.append(url)
+        return real(url, columns)
+
+    monkeypatch.setattr(pipelines.incremental, "_read_table", spy)
+    manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
+    touched = {index["q2"], index["q5"]}
+    assert sorted(url.split("/out/", 1)[1] for url in opened if "density_bucket=" in url) == sorted(touched)
+    assert manifest["changes"]["files_unchanged"] == 0 and manifest["changes"]["documents_unchanged"] == 16
+    for path, inode in inodes.items():
+        if path not in touched:
+            assert (output / path).stat().st_ino == inode, path  # kept: the very file
+    after = {row["doc_id"]: row["chunk_file"] for row in _table(output, "_index")}
+    stayed = {d for d, path in index.items() if path in touched} - {"q2", "q5", "q6"}  # q6 moved up a line
+    assert stayed and all(after[d] == index[d] for d in stayed)
+    run(_argv(corpus, fresh, "--config", str(config)))
+    assert _rows(output) == _rows(fresh)
+    assert _index(output) == _index(fresh)
+
+
+def test_an_index_without_chunk_files_runs_in_full_and_says_why(tmp_path: Path) -> None:
+    """An index that does not say where each document's rows are (an older zerda's) cannot carry rows."""
+    corpus, output = tmp_path / "corpus", tmp_path / "out"
+    corpus.mkdir()
+    _write_jsonl(corpus / "a.jsonl", [("a1", _doc(1)), ("a2", _doc(2))])
+    run(_argv(corpus, output))
+    manifest = read_manifest(output)
+    for entry in manifest["output"]["files"]:
+        if entry["path"].startswith("_index/"):
+            path = output / entry["path"]
+            pq.write_table(pq.read_table(path).drop_columns(["chunk_file"]), path)
+            entry["bytes"] = path.stat().st_size
+            entry.pop("sha256", None)
+    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    previous = read_previous(str(output), read_manifest(output)["fingerprint"], incremental=True)
+    assert (previous.carry, previous.reason) == (
+        False,
+        "full run: the previous index does not say which file holds a document's rows",
+    )
+    second = run(_argv(corpus, output, "--incremental"))
+    assert second["changes"]["incremental"] is False and second["changes"]["documents_unchanged"] == 2
 
 
 def _sorted_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

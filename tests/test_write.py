@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,6 +31,7 @@ from pipelines.io.write import (
     OutputError,
     StagedFile,
     WriteChunks,
+    WriteDescribedChunks,
     WriteRejects,
     new_run_id,
     prepare_output,
@@ -179,20 +181,43 @@ def test_schemas_store_no_partition_column_and_require_all_but_the_optional_colu
     assert REJECT_SCHEMA.names == ["source", "record", "doc_id", "reason", "message", "excerpt", "count"]
 
 
-def test_staging_writes_a_file_per_max_rows_and_bucket(tmp_path: Path) -> None:
-    # document 0 has three chunks: its one list of rows is split across two files
-    rows = [chunk_row(0, i, 0.42) for i in range(3)] + [chunk_row(d, 0, 0.42) for d in (1, 2)] + [chunk_row(9, 0, 0.97)]
+def test_staging_writes_a_file_per_max_rows_and_bucket_and_never_splits_a_document(tmp_path: Path) -> None:
+    # document 0 has three chunks: its rows stay in one file, which alone passes max_rows_per_file
+    rows = [chunk_row(0, i, 0.42) for i in range(3)] + [chunk_row(d, 0, 0.42) for d in (1, 2, 3)]
+    rows += [chunk_row(9, 0, 0.97)]
     with BeamTestPipeline() as p:
         staged = p | beam.Create(documents_of(rows)) | WriteChunks(str(tmp_path), "run-1", max_rows_per_file=2)
         assert_that(
             staged | beam.Map(lambda s: (s.directory, s.rows)),
             equal_to(
-                [("density_bucket=4", 2), ("density_bucket=4", 2), ("density_bucket=4", 1), ("density_bucket=9", 1)]
+                [("density_bucket=4", 3), ("density_bucket=4", 2), ("density_bucket=4", 1), ("density_bucket=9", 1)]
             ),
         )
     staged_files = list((tmp_path / "_staging" / "run-1").rglob("part-*.parquet"))
     assert len(staged_files) == 4
-    assert sum(pq.read_table(f).num_rows for f in staged_files) == 6
+    assert sum(pq.read_table(f).num_rows for f in staged_files) == 7
+    doc_zero = [f for f in staged_files if "doc0" in pq.read_table(f)["doc_id"].to_pylist()]
+    assert len(doc_zero) == 1 and pq.read_table(doc_zero[0]).num_rows == 3
+
+
+def test_described_chunks_say_which_committed_file_holds_each_document(tmp_path: Path) -> None:
+    rows = [chunk_row(d, i, 0.42) for d in range(5) for i in range(2)] + [chunk_row(9, 0, 0.97)]
+
+    def check(described: list) -> None:  # the file named holds every row of its document
+        assert sorted(doc_id for doc_id, _, _ in described) == sorted({row["doc_id"] for row in rows})
+        for doc_id, n, path in described:
+            table = pq.read_table(tmp_path / "_staging" / "run-1" / path)
+            assert table["doc_id"].to_pylist().count(doc_id) == n
+
+    with BeamTestPipeline() as p:
+        written = (
+            p
+            | beam.Create(documents_of(rows))
+            | WriteDescribedChunks(
+                str(tmp_path), "run-1", "zstd", 4, lambda rows, path: (rows[0]["doc_id"], len(rows), path)
+            )
+        )
+        assert_that(written.documents, check)
 
 
 def test_rows_stream_out_in_row_groups_instead_of_waiting_for_the_bundle(
@@ -244,19 +269,18 @@ def test_round_trip_reads_back_in_pyarrow_and_duckdb(tmp_path: Path) -> None:
     files = files_under(out)
     assert {"_SUCCESS", "_manifest.json"} <= files
     assert not any(f.startswith("_staging") for f in files)
-    # 6 rows a bucket, 4 a file: two files each, numbered in order; the manifest lists exactly what is there
+    # 6 rows a bucket, 4 a file: two files each, named as staged; the manifest lists exactly what is there
     listed = manifest_files(out)
     assert set(listed) == files - {"_SUCCESS", "_manifest.json"}
-    assert {f"density_bucket={b}/part-0000{i}.parquet" for b in (0, 4, 9) for i in (0, 1)} | {
-        "_rejects/part-00000.pq"
-    } == set(listed)
+    named = re.compile(r"(density_bucket=[049]/part-[0-9a-f]{32}\.parquet|_rejects/part-[0-9a-f]{32}\.pq)")
+    assert all(named.fullmatch(path) for path in listed)
     assert sorted(listed.values()) == [2, 2, 2, 2, 4, 4, 4]
 
 
 def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "out"
-    run_write(str(out), corpus(9), max_rows_per_file=1)  # 18 one-row files in 3 buckets, 2 reject files
-    assert len(files_under(out)) == 18 + 2 + 2  # + _SUCCESS and _manifest.json
+    run_write(str(out), corpus(9), max_rows_per_file=1)  # 9 files of one document in 3 buckets, 2 reject files
+    assert len(files_under(out)) == 9 + 2 + 2  # + _SUCCESS and _manifest.json
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     second = corpus(6, densities=(0.42, 0.55))  # bucket 0 and 9 gone, bucket 5 new, no rejects
@@ -268,7 +292,8 @@ def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: 
     files = files_under(out)
     assert set(manifest_files(out)) == files - {"_SUCCESS", "_manifest.json"}
     assert {f.split("/")[0] for f in manifest_files(out)} == {"density_bucket=4", "density_bucket=5", "_rejects"}
-    assert manifest_files(out)["_rejects/part-00000.pq"] == 0  # no reject: one empty file, so queries of it work
+    (rejects,) = [n for path, n in manifest_files(out).items() if path.startswith("_rejects/")]
+    assert rejects == 0  # no reject: one empty file, so queries of it work
     assert not (out / "density_bucket=0").exists()
     # rows in several bundles: each of the two workers wrote its own file per bucket
     assert len(manifest_files(out)) > 3

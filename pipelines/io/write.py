@@ -17,8 +17,9 @@ Wiring (the rechunk entry point)::
 2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
    remove ``_SUCCESS`` and the previous run's files (only files a zerda run wrote: ``pipelines.io.ownership``;
    a foreign file in a dataset folder refuses the run at launch), move the named files to
-   ``OUTPUT/density_bucket=K/part-NNNNN.parquet``, ``OUTPUT/_rejects/part-NNNNN.pq`` (and ``_index/``,
-   ``_changes/``; numbered in sorted order), re-read every committed footer against the manifest's counts,
+   ``OUTPUT/density_bucket=K/part-<uuid4>.parquet``, ``OUTPUT/_rejects/part-<uuid4>.pq`` (and ``_index/``,
+   ``_changes/``; each keeps its staged name, so where a row lies is known when it is written), re-read every
+   committed footer against the manifest's counts,
    delete this run's ``_staging/<run_id>`` (retried bundles' leftovers included; never another run's),
    write ``_manifest.json``, then ``_SUCCESS``. A rerun replaces OUTPUT whole, whatever the number of
    files before; a commit retried after a crash halfway finishes the job instead of losing files.
@@ -41,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import itertools
 import logging
 import posixpath
 import re
@@ -56,6 +58,7 @@ from typing import Any, TypeVar
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
@@ -87,6 +90,8 @@ _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
 _DIGEST_BLOCK = 1 << 20
 DIGEST_KEY = "sha256"  # a manifest file entry's key: the hash of an _index file's bytes
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+DOCUMENTS = "documents"  # WriteDescribedChunks: what each document's rows are described as
+Describe = Callable[[list[Mapping[str, Any]], str], Any]  # (a document's rows, the path of their file) -> anything
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,14 @@ class StagedFile:
     rows: int
     written_as: str = ""  # the staged path in the file's footer when it is not ``path`` (a file kept whole)
     kept: bool = False  # a previous run's committed file that stays where it is (``path``): never moved or deleted
+    final: str = ""  # the committed path when it is not the staged name (a rewritten previous file keeps its own)
+
+    @property
+    def committed_path(self) -> str:
+        """Where the commit puts the file: its own path if kept, else ``final`` or its staged name in ``directory``."""
+        if self.kept:
+            return self.path
+        return self.final or f"{self.directory}/{posixpath.basename(self.path)}"
 
     @property
     def footer_path(self) -> str:
@@ -219,10 +232,11 @@ class _StageParquet(beam.DoFn):
     """Buffers a bundle's rows per directory and writes each buffer as a new Parquet file in staging.
 
     Elements are lists of rows (a document's chunks, or one reject), so Beam's per-element cost is paid
-    per document, not per row. With ``group_by`` (chunks: their source), a file of half ``max_rows_per_file``
-    rows or more is closed where the key changes: a file then holds the rows of few sources, so an incremental
-    run after one source changed rewrites few files (it keeps the others where they are), and there are at most
-    about twice as many files as without.
+    per document, not per row; an element's rows in one directory stay in one file, and with ``describe``
+    each element gives ``describe(rows, committed path of its file)`` on the ``DOCUMENTS`` output. With
+    ``group_by`` (chunks: their source), a file of half ``max_rows_per_file`` rows or more is closed where the
+    key changes: a file then holds the rows of few sources, so an incremental run after one source changed
+    rewrites few files (it keeps the others where they are), and there are at most about twice as many files.
     """
 
     def __init__(
@@ -235,12 +249,14 @@ class _StageParquet(beam.DoFn):
         compression: str,
         max_rows_per_file: int,
         group_by: str | None = None,
+        describe: Describe | None = None,
     ) -> None:
         self._output = output
         self._run_id = run_id
         self._schema = schema
         self._directory_of = directory_of
         self._group_by = group_by
+        self._describe = describe
         self._suffix = suffix
         self._compression = compression
         self._max_rows = max_rows_per_file
@@ -255,21 +271,32 @@ class _StageParquet(beam.DoFn):
         self._open: dict[str, _OpenPart] = {}
 
     def process(self, rows: list[Mapping[str, Any]]):
-        for row in rows:
-            directory = self._directory_of(row)
+        for directory, in_directory in itertools.groupby(rows, key=self._directory_of):
+            element = list(in_directory)
             part = self._open.get(directory)
-            key = row[self._group_by] if self._group_by else None
-            if part is not None and key != part.key and part.rows + len(part.buffer) >= self._max_rows // 2:
+            key = element[0][self._group_by] if self._group_by else None
+            if part is not None and self._full(part, key, len(element)):
                 yield self._close(directory)
                 part = None
             if part is None:
                 part = self._open[directory] = _OpenPart(self._new_path(directory))
             part.key = key
-            part.buffer.append(row)
+            part.buffer.extend(element)
             if len(part.buffer) >= _ROW_GROUP_ROWS:
                 self._flush(directory, part)
-            if part.rows + len(part.buffer) >= self._max_rows:
+            if self._describe is not None:
+                committed = f"{directory}/{posixpath.basename(part.relative)}"
+                yield TaggedOutput(DOCUMENTS, self._describe(element, committed))
+            if part.size >= self._max_rows:
                 yield self._close(directory)
+
+    def _full(self, part: _OpenPart, key: Any, rows: int) -> bool:
+        """Whether ``rows`` more rows of group ``key`` start a new file: an element's rows never span two files
+        (a file exceeds ``max_rows`` only by holding one element that alone does), and with ``group_by`` a file
+        of half ``max_rows`` or more is closed where the group changes."""
+        if not part.size:
+            return False
+        return part.size + rows > self._max_rows or (key != part.key and part.size >= self._max_rows // 2)
 
     def finish_bundle(self):
         for directory in list(self._open):
@@ -330,6 +357,11 @@ class _OpenPart:
         self.writer: pq.ParquetWriter | None = None
         self.handle: Any = None
 
+    @property
+    def size(self) -> int:
+        """Rows written and buffered."""
+        return self.rows + len(self.buffer)
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
@@ -367,20 +399,43 @@ class _WriteParquet(beam.PTransform):
         directory_of: Callable[[Mapping[str, Any]], str],
         suffix: str,
         group_by: str | None = None,
+        describe: Describe | None = None,
     ) -> beam.ParDo:
         return beam.ParDo(
             _StageParquet(
-                self._output, self._run_id, schema, directory_of, suffix, self._compression, self._max_rows, group_by
+                self._output,
+                self._run_id,
+                schema,
+                directory_of,
+                suffix,
+                self._compression,
+                self._max_rows,
+                group_by,
+                describe,
             )
         )
 
 
 class WriteChunks(_WriteParquet):
     """Lists of chunk row dicts (``CHUNK_SCHEMA`` names + ``density_bucket``), as ``ChunkDocuments`` emits one per
-    document -> staged files, one folder per bucket."""
+    document -> staged files, one folder per bucket; a document's rows are in one file."""
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return rows | "StageChunks" >> self._stage(CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX, group_by="source")
+
+
+class WriteDescribedChunks(_WriteParquet):
+    """As :class:`WriteChunks`, and each document described with the file that holds its rows: the output has
+    the staged files (``files``) and one ``describe(rows, committed path)`` per document (``documents``), so an
+    index can say where a document's rows are (``pipelines.incremental``)."""
+
+    def __init__(self, output: str, run_id: str, compression: str, max_rows: int, describe: Describe) -> None:
+        super().__init__(output, run_id, compression, max_rows)
+        self._describe = describe
+
+    def expand(self, rows: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        stage = self._stage(CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX, "source", self._describe)
+        return rows | "StageChunks" >> stage.with_outputs(DOCUMENTS, main="files")
 
 
 class WriteRejects(_WriteParquet):
@@ -463,18 +518,9 @@ def _as_rows(reject: Reject) -> list[dict[str, Any]]:
 
 
 def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
-    """Each staged file with its final path: a kept file its own, the others ``<directory>/part-NNNNN<ext>``,
-    numbered in sorted order past the names kept files hold."""
-    taken = {item.path for item in staged if item.kept}
-    numbered: dict[str, int] = defaultdict(int)
-    plan = []
-    for item in sorted(staged, key=lambda s: (s.directory, s.path)):
-        final = item.path
-        while not item.kept and (final == item.path or final in taken):
-            final = f"{item.directory}/part-{numbered[item.directory]:05d}{posixpath.splitext(item.path)[1]}"
-            numbered[item.directory] += 1
-        plan.append((item, final))
-    return plan
+    """Each staged file with its committed path (:attr:`StagedFile.committed_path`): known when the file is
+    written, so an index can point at it; unique, as staged names are."""
+    return [(item, item.committed_path) for item in sorted(staged, key=lambda s: (s.directory, s.path))]
 
 
 class CommitStopped(CommitError):
