@@ -40,7 +40,7 @@ import logging
 import posixpath
 import re
 import time
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
@@ -101,6 +101,13 @@ _READ_RETRY_SECONDS = (0.5, 2.0, 8.0)  # the waits before each new attempt at a 
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
 UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :func:`unreadable_carry`)
+UNREADABLE_INDEX = "a previous index file cannot be read"  # the same of the index: the rerun lists no removal
+_PARTITION_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})\.pq")  # an index file: one partition of the documents
+_DOCUMENTS_PER_PARTITION = 50_000  # index rows a partition is planned to hold: what one task compares at once
+MAX_INDEX_PARTITIONS = 4096
+_BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
+_SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
+_INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
 
 
 def content_hash(text: str) -> str:
@@ -118,18 +125,45 @@ def id_key(source: str, doc_id: str) -> str:
     return f"{source}{_SEP}{doc_id}"
 
 
+def partition_of(source: str, partitions: int) -> int:
+    """The index partition of a source's documents: a stable hash (the same in every process and run)."""
+    digest = hashlib.blake2b(source.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+def index_partitions(documents: int) -> int:
+    """How many partitions an index of about ``documents`` rows has: a power of two (so that an index read
+    with another number maps each partition onto few), about ``_DOCUMENTS_PER_PARTITION`` rows each."""
+    wanted = max(1, -(-documents // _DOCUMENTS_PER_PARTITION))
+    return min(MAX_INDEX_PARTITIONS, 1 << (wanted - 1).bit_length())
+
+
+def planned_partitions(previous: Previous, files: Sequence[InputFile]) -> int:
+    """This run's index partitions: from the previous run's documents, else from the bytes to read."""
+    if previous.documents:
+        return index_partitions(previous.documents)
+    return index_partitions(sum(file.size or 0 for file in files) // _BYTES_PER_DOCUMENT)
+
+
+def index_path(partition: int, partitions: int) -> str:
+    """An index file's path relative to OUTPUT: ``_index/part-00003-of-00016.pq``."""
+    return f"{INDEX_DIR}/part-{partition:05d}-of-{partitions:05d}{REJECT_SUFFIX}"
+
+
 @dataclass(frozen=True)
 class Previous:
     """What a run takes from the previous committed output in OUTPUT (absolute URLs).
 
-    ``index_files`` are compared against to list changes (in any run); ``carry`` says whether unchanged
+    The index partitions are compared against to list changes (in any run); ``carry`` says whether unchanged
     documents keep their rows in ``chunk_files``, and ``reason`` why or why not.
     """
 
     carry: bool = False
     reason: str = "no previous output"
-    index_files: tuple[str, ...] = ()
-    root: str = ""  # OUTPUT's URL: ``chunk_files`` are relative to it
+    root: str = ""  # OUTPUT's URL: ``chunk_files`` and the index partitions are relative to it
+    index_partitions: int = 0  # how many partitions the previous index has (0: none to compare against)
+    index_parts: frozenset[int] = frozenset()  # the partitions that have a file (an empty one has none)
+    documents: int = 0  # the previous run's documents: the size of this run's index is planned from it
     chunk_files: tuple[tuple[str, int], ...] = ()  # (path, rows) of each previous chunk file
     reject_files: tuple[str, ...] = ()
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
@@ -180,11 +214,11 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     missing += [p for p in index if p not in missing and _rehashed(fs, f"{root}/{p}", entries[p][1])]
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
-    index_files = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in index)
+    partitions, parts = _index_partitions(index)
     chunk_files = tuple((path, n) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n))
-    carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index_files) or not chunk_files)
-    if carry and index_files and not _points_at_rows(fs, index_files[0]):
-        carry, reason = False, "full run: the previous index does not say which file holds a document's rows"
+    carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index) or not chunk_files)
+    if carry and index and not partitions:  # an older zerda's index: neither read by source nor says where rows are
+        carry, reason = False, f"full run: the previous index is of an older format{_AGAINST_NOTHING}"
     rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
     if missing and incremental:
         carry, reason = (
@@ -200,16 +234,28 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             inputs = _stamped_inputs(manifest, _chunker_failed(fs, rejects))
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
-    return Previous(carry, reason, index_files, fs.unstrip_protocol(root), chunk_files, rejects, inputs)
+    documents = manifest.counts.get("documents_chunked")
+    return Previous(
+        carry,
+        reason,
+        fs.unstrip_protocol(root),
+        partitions,
+        parts,
+        documents if _count(documents) else 0,
+        chunk_files,
+        rejects,
+        inputs,
+    )
 
 
-def _points_at_rows(fs: AbstractFileSystem, index_file: str) -> bool:
-    """Whether the previous index has a ``chunk_file`` column (an older zerda's has none): its footer only."""
-    try:
-        with fs.open(index_file, "rb") as f:
-            return "chunk_file" in pq.read_schema(f).names
-    except (OSError, pa.ArrowException) as err:
-        raise _unreadable(index_file, err) from err
+def _index_partitions(index: Sequence[str]) -> tuple[int, frozenset[int]]:
+    """(partitions, the partitions with a file) of the previous index's files, or (0, {}) when they are not
+    all named ``part-J-of-P`` for one P: an index written otherwise cannot be read by source."""
+    named = [_PARTITION_NAME.fullmatch(posixpath.basename(path)) for path in index]
+    totals = {int(found.group(2)) for found in named if found}
+    if not index or None in named or len(totals) != 1:
+        return 0, frozenset()
+    return totals.pop(), frozenset(int(found.group(1)) for found in named if found)
 
 
 def _read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
@@ -234,17 +280,21 @@ def _why(err: BaseException) -> str:
 
 
 def unreadable_carry(error: BaseException) -> str | None:
-    """The line naming the previous chunk file an incremental run could not read, if that failed the run (the
+    """The line naming the previous chunk or index file a run could not read, if that failed the run (the
     words reach the launcher from any runner, inside the worker's traceback): a file changed in place, its
     size the same, or an I/O error that outlasted :func:`_read_table`'s retries. The launcher then runs in
-    full, which reads no previous chunk file (:func:`without_carry`): a scheduled run does not fail every night
-    on one damaged file."""
-    found = re.search(f"{UNREADABLE}: [^\n]*", str(error))
+    full, which reads no previous chunk file, and no previous index when that was the file
+    (:func:`without_carry`): a scheduled run does not fail every night on one damaged file."""
+    found = re.search(f"({UNREADABLE}|{UNREADABLE_INDEX}): [^\n]*", str(error))
     return without_beam_steps(found.group(0)) if found else None
 
 
 def without_carry(previous: Previous, why: str) -> Previous:
-    """``previous`` for a full run, for ``why``: its index still lists the changes."""
+    """``previous`` for a full run, for ``why``: its index still lists the changes, unless it is what failed."""
+    if why.startswith(UNREADABLE_INDEX):
+        return replace(
+            previous, carry=False, reason=f"full run: {why}{_AGAINST_NOTHING}", inputs={}, index_partitions=0
+        )
     return replace(previous, carry=False, reason=f"full run: {why}", inputs={})
 
 
@@ -308,14 +358,14 @@ def _can_carry(manifest: Manifest, fingerprint: str, incremental: bool, has_inde
     return True, "incremental: unchanged documents keep their rows from the previous output"
 
 
-def _read_table(url: str, columns: list[str] | None = None) -> pa.Table:
+def _read_table(url: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
     """A Parquet file of the previous output, tried again after a transient fault (:func:`fault_kind`: an I/O
     error, a timeout), with back-off: one passing hiccup must not turn the run into a full one
     (:func:`unreadable_carry`). A file that decodes wrongly fails at once: reading it again gives the same."""
 
     def read() -> pa.Table:
         with fsspec.open(url, "rb") as f:
-            return pq.read_table(f, columns=columns)
+            return pq.read_table(f, columns=columns, filters=filters)
 
     for wait in _READ_RETRY_SECONDS:
         try:
@@ -335,102 +385,118 @@ def document_keys(table: pa.Table) -> pa.Array:
     )
 
 
-class _Classify(beam.DoFn):
-    """Each SourceRecord -> unchanged (its rows stay where they are; its summary from the index) or to be chunked."""
+def read_index(previous: Previous, sources: Iterable[str], columns: Sequence[str] = INDEX_SCHEMA.names) -> pa.Table:
+    """The previous index rows of ``sources``: only their partitions' files are opened, and of those only the
+    row groups whose statistics may hold them (a partition's file is sorted by source)."""
+    table = INDEX_SCHEMA.empty_table().select(list(columns))
+    if not previous.index_partitions:
+        return table
+    wanted: dict[int, list[str]] = defaultdict(list)
+    for source in set(sources):
+        wanted[partition_of(source, previous.index_partitions)].append(source)
+    tables = [table]
+    for part in sorted(wanted.keys() & previous.index_parts):
+        path = index_path(part, previous.index_partitions)
+        try:
+            found = _read_table(f"{previous.root}/{path}", list(columns), [("source", "in", sorted(wanted[part]))])
+            tables.append(found.select(list(columns)).cast(table.schema))
+        except (OSError, pa.ArrowException, KeyError) as err:
+            raise RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(err)})") from err
+    return pa.concat_tables(tables)
 
-    def __init__(self, previous: Previous) -> None:
+
+class _Classify(beam.DoFn):
+    """Each SourceRecord -> unchanged (its rows stay where they are; its summary from the index) or to be chunked.
+
+    A worker holds the previous index rows of the last few sources it met (records come file by file), read
+    by source from the index (:func:`read_index`): its memory follows the largest file, not the corpus.
+    """
+
+    _COLUMNS = ("content_hash", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)
+
+    def __init__(self, previous: Previous, partitions: int) -> None:
         self._previous = previous
+        self._partitions = partitions
 
     def setup(self) -> None:
-        self._known: dict[str, tuple[Any, ...]] | None = None  # loaded on the first record: a run may read none
+        self._slices: OrderedDict[str, dict[str, tuple[Any, ...]]] = OrderedDict()
 
-    def _load(self) -> dict[str, tuple[Any, ...]]:
-        known: dict[str, tuple[Any, ...]] = {}
-        if not self._previous.carry:
+    def _known(self, source: str) -> dict[str, tuple[Any, ...]]:
+        known = self._slices.get(source)
+        if known is not None:
+            self._slices.move_to_end(source)
             return known
-        columns = ["content_hash", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS]
-        for url in self._previous.index_files:
-            table = _read_table(url, ["source", "record", "doc_id", *columns])
-            values = zip(*(table.column(name).to_pylist() for name in columns), strict=True)
-            known.update(zip(document_keys(table).to_pylist(), values, strict=True))
+        known = {}
+        if self._previous.carry:
+            table = read_index(self._previous, [source], ["source", "record", "doc_id", *self._COLUMNS])
+            values = zip(*(table.column(name).to_pylist() for name in self._COLUMNS), strict=True)
+            known = dict(zip(document_keys(table).to_pylist(), values, strict=True))
+        self._slices[source] = known
+        if len(self._slices) > _SLICES_HELD:
+            self._slices.popitem(last=False)
         return known
 
     def process(self, record: SourceRecord) -> Iterator[Any]:
-        if self._known is None:
-            self._known = self._load()
         key = document_key(record.source, record.record, record.doc_id)
         digest = content_hash(record.text)
-        known = self._known.get(key)
+        known = self._known(record.source).get(key)
+        partition = partition_of(record.source, self._partitions)
         if known is not None and known[0] == digest:
             _, bucket, chunks, chars, text_chars, overlap = known
             yield TaggedOutput(_CARRIED_SUMMARY, (record.doc_id, {bucket: [chunks, chars, text_chars, overlap]}))
-            yield TaggedOutput(_HASH, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
+            yield TaggedOutput(
+                _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
+            )
             return
-        yield TaggedOutput(_HASH, (id_key(record.source, record.doc_id), (record.record, "chunked", digest)))
+        yield TaggedOutput(
+            _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "chunked", digest)))
+        )
         yield record
 
 
 class _CarryFiles(beam.DoFn):
     """A batch of previous reports of input files unchanged since (not read) -> those reports, their previous
-    rejects, for each of their documents a summary (as ``_Classify`` gives an unchanged one),
-    and their previous index rows staged as they are, Arrow to Parquet: nothing of a file that did not change
-    can change, so its documents skip the comparison (``_previous_index_rows`` leaves them out) and count as
-    unchanged.
+    rejects, and for each of their documents a summary (as ``_Classify`` gives an unchanged one): nothing of a
+    file that did not change can change. Their index rows are carried by the comparison
+    (:class:`_ComparePartition`), which counts them unchanged.
 
-    Each worker holds the previous index (an Arrow table, sorted by source) and rejects, loaded on the first
-    batch; a source's rows are then one slice of it.
+    Each worker holds the previous rejects, loaded on the first batch, and a batch's index rows.
     """
 
-    def __init__(self, previous: Previous, output: str, run_id: str, settings: OutputSettings) -> None:
+    def __init__(self, previous: Previous) -> None:
         self._previous = previous
-        self._output = output
-        self._run_id = run_id
-        self._compression, self._max_rows = settings.compression, settings.max_rows_per_file
 
     def setup(self) -> None:
-        self._index: pa.Table | None = None
-        self._slices: dict[str, tuple[int, int]] = {}
-        self._rejects: dict[str, list[Reject]] = {}
+        self._rejects: dict[str, list[Reject]] | None = None
 
-    def _load(self) -> pa.Table:
+    def _load(self) -> dict[str, list[Reject]]:
+        rejects: dict[str, list[Reject]] = {}
         for url in self._previous.reject_files:
             for reject in _read_table(url, REJECT_SCHEMA.names).to_pylist():
-                self._rejects.setdefault(reject["source"], []).append(Reject(**reject))
-        tables = [_read_table(url).select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA) for url in self._previous.index_files]
-        index = (pa.concat_tables(tables) if tables else INDEX_SCHEMA.empty_table()).sort_by("source")
-        runs = pc.value_counts(index.column("source")).to_pylist()  # in order of first appearance: sorted
-        start = 0
-        for run in runs:
-            self._slices[run["values"]] = (start, run["counts"])
-            start += run["counts"]
-        return index
+                rejects.setdefault(reject["source"], []).append(Reject(**reject))
+        return rejects
 
     def process(self, reports: Sequence[FileReport]) -> Iterator[Any]:
-        if self._index is None:
-            self._index = self._load()
-        carried = []
+        if self._rejects is None:
+            self._rejects = self._load()
+        index = read_index(self._previous, [r.source for r in reports], ["source", *_CARRIED_COLUMNS]).sort_by("source")
+        slices, start = {}, 0
+        for run in pc.value_counts(index.column("source")).to_pylist():  # in order of first appearance: sorted
+            slices[run["values"]] = (start, run["counts"])
+            start += run["counts"]
         for report in reports:
-            rows = self._index.slice(*self._slices.get(report.source, (0, 0)))
+            rows = index.slice(*slices.get(report.source, (0, 0)))
             columns = (rows.column(name).to_pylist() for name in _CARRIED_COLUMNS)
             for doc_id, bucket, chunks, *summary in zip(*columns, strict=True):
                 yield TaggedOutput(_CARRIED_SUMMARY, (doc_id, {bucket: [chunks, *summary]}))
-            carried.append(rows)
             rejects = self._rejects.get(report.source, [])
             for reject in rejects:
                 yield TaggedOutput(REJECTS, reject)
             yield replace(report, records=rows.num_rows + len(rejects))  # each record a document or a reject
-        index = pa.concat_tables(carried)
-        if index.num_rows:
-            yield TaggedOutput(_FACTS, Counter({"documents_unchanged": index.num_rows}))
-        for start in range(0, index.num_rows, self._max_rows):
-            part = index.slice(start, self._max_rows)
-            yield TaggedOutput(
-                _INDEX, stage_table(self._output, self._run_id, INDEX_DIR, part, REJECT_SUFFIX, self._compression)
-            )
 
 
 def _batches(reports: Sequence[FileReport], max_rows: int) -> list[tuple[FileReport, ...]]:
-    """The reports in batches of at most ``max_rows`` records (or one file): each batch one staged index file."""
+    """The reports in batches of at most ``max_rows`` records (or one file): a batch's index rows are read at once."""
     batches: list[tuple[FileReport, ...]] = []
     batch: list[FileReport] = []
     rows = 0
@@ -490,28 +556,33 @@ class _KeepUntouched(beam.DoFn):
             yield StagedFile(posixpath.dirname(path), path, rows, written_as=written_as or path, kept=True)
 
 
-def _index_row(rows: list[dict[str, Any]], chunk_file: str, fingerprint: str) -> tuple[str, dict[str, Any]]:
-    """A chunked document's index row from its chunk rows and the file holding them, keyed for the comparison;
-    the hash of its text is added where they meet."""
+def _index_row(
+    rows: list[dict[str, Any]], chunk_file: str, fingerprint: str, partitions: int
+) -> tuple[int, tuple[str, dict[str, Any]]]:
+    """A chunked document's index row from its chunk rows and the file holding them, keyed for the comparison
+    (its index partition, then its id in its source); the hash of its text is added where they meet."""
     first = rows[0]
     _, totals = summarise(rows)
     bucket = first[PARTITION_COLUMN]
     chunks, chars, text_chars, overlap = totals[bucket]
-    return id_key(first["source"], first["doc_id"]), {
-        "source": first["source"],
-        "record": first["record"],
-        "doc_id": first["doc_id"],
-        "content_hash": "",
-        "config_fingerprint": fingerprint,
-        "zerda_version": zerda_core.__version__,
-        "chunk_count": chunks,
-        PARTITION_COLUMN: bucket,
-        "chars": chars,
-        "text_chars": text_chars,
-        "overlap_chars": overlap,
-        "chunk_ids": _packed([row["chunk_id"] for row in sorted(rows, key=lambda row: row["chunk_index"])]),
-        "chunk_file": chunk_file,
-    }
+    return partition_of(first["source"], partitions), (
+        id_key(first["source"], first["doc_id"]),
+        {
+            "source": first["source"],
+            "record": first["record"],
+            "doc_id": first["doc_id"],
+            "content_hash": "",
+            "config_fingerprint": fingerprint,
+            "zerda_version": zerda_core.__version__,
+            "chunk_count": chunks,
+            PARTITION_COLUMN: bucket,
+            "chars": chars,
+            "text_chars": text_chars,
+            "overlap_chars": overlap,
+            "chunk_ids": _packed([row["chunk_id"] for row in sorted(rows, key=lambda row: row["chunk_index"])]),
+            "chunk_file": chunk_file,
+        },
+    )
 
 
 _DIGEST = re.compile(r"[0-9a-f]{32}")  # a chunk id: a 16-byte blake2b digest in hex (DocumentChunk.chunk_id)
@@ -534,13 +605,72 @@ def _unpacked(row: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, "chunk_ids": ids}
 
 
-def _previous_index_rows(url: str, unchanged: frozenset[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The previous index rows to compare, keyed by (source, doc id): not those of the unchanged files."""
-    table = _read_table(url)
-    if unchanged:
-        table = table.filter(pc.invert(pc.is_in(table.column("source"), value_set=pa.array(sorted(unchanged)))))
-    for row in table.to_pylist():
-        yield id_key(row["source"], row["doc_id"]), {**row, "chunk_ids": _packed(row["chunk_ids"])}
+class _ComparePartition(beam.DoFn):
+    """One index partition, before and now -> its index file, change rows, change counts, and (when rows are
+    carried) the previous rows that leave their chunk file.
+
+    The partition's previous rows are read here, from the previous index (never shuffled); this run's hashes
+    and new index rows come grouped by partition. The rows of the sources not read (unchanged files) are
+    carried as they are and count as unchanged; the others are compared per (source, doc id) (:func:`_compare`).
+    A task holds one partition: about ``_DOCUMENTS_PER_PARTITION`` documents.
+    """
+
+    def __init__(self, previous: Previous, partitions: int, output: str, run_id: str, compression: str) -> None:
+        self._previous = previous
+        self._partitions = partitions
+        self._output = output
+        self._run_id = run_id
+        self._compression = compression
+
+    def process(self, element: tuple[int, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        partition, grouped = element
+        before = self._before(partition)
+        unread = pc.is_in(before.column("source"), value_set=pa.array(sorted(set(grouped["unread"])), pa.string()))
+        carried = before.filter(unread)
+        groups: dict[str, dict[str, list[Any]]] = defaultdict(lambda: {"previous": [], "hash": [], "rows": []})
+        for row in before.filter(pc.invert(unread)).to_pylist():
+            groups[id_key(row["source"], row["doc_id"])]["previous"].append(row)
+        for name in ("hash", "rows"):
+            for key, value in grouped[name]:
+                groups[key][name].append(value)
+        rows = []
+        for key in sorted(groups):
+            for out in _compare((key, groups.pop(key)), self._previous.carry):
+                if isinstance(out, TaggedOutput):
+                    yield out
+                else:
+                    rows.extend(out)
+        if carried.num_rows:
+            yield TaggedOutput(_FACTS, Counter({"documents_unchanged": carried.num_rows}))
+        index = pa.concat_tables([pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), carried])
+        if index.num_rows:
+            index = index.sort_by([("source", "ascending"), ("record", "ascending")])
+            staged = stage_table(
+                self._output, self._run_id, INDEX_DIR, index, REJECT_SUFFIX, self._compression, _INDEX_ROW_GROUP
+            )
+            yield replace(staged, final=index_path(partition, self._partitions))
+
+    def _before(self, partition: int) -> pa.Table:
+        """The previous index rows of this run's ``partition``, from the previous partitions that map onto it
+        (both counts are powers of two: one previous file, or a few, filtered by source)."""
+        previous, ours = self._previous, self._partitions
+        if not previous.index_partitions:
+            return INDEX_SCHEMA.empty_table()
+        common = min(previous.index_partitions, ours)
+        parts = [j for j in sorted(previous.index_parts) if j % common == partition % common]
+        tables = [INDEX_SCHEMA.empty_table()]
+        for part in parts:
+            path = index_path(part, previous.index_partitions)
+            try:
+                tables.append(_read_table(f"{previous.root}/{path}").select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA))
+            except (OSError, pa.ArrowException, KeyError) as err:
+                raise RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(err)})") from err
+        table = pa.concat_tables(tables)
+        if previous.index_partitions < ours:  # a previous partition is split between several of ours
+            sources = table.column("source").unique().to_pylist()
+            mine = pa.array([s for s in sources if partition_of(s, ours) == partition], pa.string())
+            table = table.filter(pc.is_in(table.column("source"), value_set=mine))
+        return table
 
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> Iterator[Any]:
@@ -649,9 +779,7 @@ class IncrementalChunks(NamedTuple):
     rejects: beam.PCollection  # of the chunked documents and of the files not read
     reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
     summaries: beam.PCollection  # of every document, carried ones included
-    # StagedFiles of the index: of the documents read, and of the files not read; the commit flattens them with
-    # its other inputs (one Flatten, not one feeding another: see EmptyFileIfNone).
-    index_files: tuple[beam.PCollection, ...]
+    index_files: beam.PCollection  # StagedFiles of the index: one a partition that holds documents
     change_files: beam.PCollection
     facts: beam.PCollection  # one Counter of the change counts, for :meth:`ChunkIncrementally.annotate`
 
@@ -669,8 +797,10 @@ class ChunkIncrementally(beam.PTransform):
         run_id: str,
         settings: OutputSettings,
         fingerprint: str,
+        partitions: int = 1,
     ) -> None:
         super().__init__()
+        self._partitions = partitions
         self._chunk_documents = chunk_documents
         self._previous = previous
         self._unchanged = list(unchanged)
@@ -682,59 +812,54 @@ class ChunkIncrementally(beam.PTransform):
     def expand(self, records: beam.PCollection) -> IncrementalChunks:
         output = _absolute_url(self._output)
         compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
+        partitions = self._partitions
         previous = replace(self._previous, inputs={})  # what the workers need of it
-        split = records | "Classify" >> beam.ParDo(_Classify(previous)).with_outputs(
+        split = records | "Classify" >> beam.ParDo(_Classify(previous, partitions)).with_outputs(
             _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
-        describe = functools.partial(_index_row, fingerprint=self._fingerprint)
+        describe = functools.partial(_index_row, fingerprint=self._fingerprint, partitions=partitions)
         written = chunked.chunks | "WriteChunks" >> WriteDescribedChunks(
             output, self._run_id, compression, max_rows, describe
         )
-        summaries = split[_CARRIED_SUMMARY]
-        rejects, reports, kept_index_files, kept_facts = chunked.rejects, None, None, None
+        summaries, rejects, reports = split[_CARRIED_SUMMARY], chunked.rejects, None
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
             files = (
                 records.pipeline
                 | "UnchangedFiles" >> beam.Create(_batches(self._unchanged, max_rows), reshuffle=False)
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles"
-                >> beam.ParDo(_CarryFiles(previous, output, self._run_id, self._settings)).with_outputs(
-                    _CARRIED_SUMMARY, _INDEX, _FACTS, REJECTS, main="reports"
-                )
+                >> beam.ParDo(_CarryFiles(previous)).with_outputs(_CARRIED_SUMMARY, REJECTS, main="reports")
             )
             summaries = (summaries, files[_CARRIED_SUMMARY]) | "AllCarriedSummaries" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
-            reports, kept_index_files, kept_facts = files.reports, files[_INDEX], files[_FACTS]
-        previous_rows = (
-            records.pipeline
-            | "PreviousIndexFiles" >> beam.Create(list(previous.index_files))
-            | "ReadPreviousIndex" >> beam.FlatMap(_previous_index_rows, frozenset(r.source for r in self._unchanged))
-        )
-        indexed = (
-            {"hash": split[_HASH], "rows": written[DOCUMENTS], "previous": previous_rows}
-            | "ByDocument" >> beam.CoGroupByKey()
-            | "Compare" >> beam.FlatMap(_compare, previous.carry).with_outputs(_CHANGES, _FACTS, _DROPPED, main="index")
+            reports = files.reports
+        unread = [(partition_of(report.source, partitions), report.source) for report in self._unchanged]
+        compared = (
+            {
+                "partition": records.pipeline
+                | "IndexPartitions" >> beam.Create([(n, None) for n in range(partitions)]),
+                "unread": records.pipeline | "UnreadSources" >> beam.Create(unread),
+                "hash": split[_HASH],
+                "rows": written[DOCUMENTS],
+            }
+            | "ByPartition" >> beam.CoGroupByKey()
+            | "Compare"
+            >> beam.ParDo(_ComparePartition(previous, partitions, output, self._run_id, compression)).with_outputs(
+                _CHANGES, _FACTS, _DROPPED, main="index"
+            )
         )
         chunk_files = written.files
         if previous.carry:
-            chunk_files = self._carry(indexed[_DROPPED], written.files, output)
-        facts = indexed[_FACTS]
-        index_files: tuple[beam.PCollection, ...] = (
-            indexed.index
-            | "WriteIndex" >> WriteRows(output, self._run_id, INDEX_SCHEMA, INDEX_DIR, compression, max_rows),
-        )
-        if kept_index_files is not None and kept_facts is not None:  # the unchanged files' rows, as they were
-            index_files += (kept_index_files,)
-            facts = (facts, kept_facts) | "AllFacts" >> beam.Flatten()
-        facts = facts | "CountChanges" >> beam.CombineGlobally(_sum_counters)
+            chunk_files = self._carry(compared[_DROPPED], written.files, output)
+        facts = compared[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
         change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
-            indexed[_CHANGES]
+            compared[_CHANGES]
             | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)
             | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
         )
         summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
-        return IncrementalChunks(chunk_files, rejects, reports, summaries, index_files, change_files, facts)
+        return IncrementalChunks(chunk_files, rejects, reports, summaries, compared.index, change_files, facts)
 
     def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
         """The chunk files of the run: ``written``, the previous files that hold a changed or removed document

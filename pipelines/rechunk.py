@@ -47,7 +47,14 @@ from pipelines import redact
 from pipelines.chunking import ChunkDocuments
 from pipelines.endpoints import check_endpoint, job_failure
 from pipelines.errors import JobError, OutputError, UsageError, explained_line
-from pipelines.incremental import ChunkIncrementally, Previous, read_previous, unreadable_carry, without_carry
+from pipelines.incremental import (
+    ChunkIncrementally,
+    Previous,
+    planned_partitions,
+    read_previous,
+    unreadable_carry,
+    without_carry,
+)
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.lease import best_effort
@@ -189,6 +196,7 @@ def build_pipeline(
         run_id=run_id,
         settings=settings.output,
         fingerprint=settings.fingerprint,
+        partitions=planned_partitions(previous, files),
     )
     chunked = read.records | "Incremental" >> incremental
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
@@ -204,7 +212,7 @@ def build_pipeline(
     )
     manifest = incremental.annotate(manifest, chunked.facts)
     staged = {"chunks": chunked.chunk_files, "rejects": staged_rejects, "manifest": manifest}
-    staged |= {f"index{n}": files for n, files in enumerate(chunked.index_files)} | {"changes": chunked.change_files}
+    staged |= {"index": chunked.index_files, "changes": chunked.change_files}
     return staged | "Commit" >> commit
 
 
@@ -244,7 +252,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             try:
                 attempt(pipeline, previous)
             except Exception as error:
-                why = unreadable_carry(error) if previous.carry else None
+                why = unreadable_carry(error) if previous.carry or previous.index_partitions else None
                 if why is None:
                     raise
                 log.warning("%s: running again in full, which reads no previous chunk file", why)

@@ -215,10 +215,8 @@ def test_a_chunk_file_of_unchanged_files_only_stays_where_it_is(tmp_path: Path) 
     run(_argv(corpus, fresh, "--config", str(config)))
     assert _rows(output) == _rows(fresh)
     assert not (output / "_staging").exists()
-    # the unread files' index rows, carried as they were, in files of at most max_rows_per_file rows
-    index_files = sorted((output / "_index").glob("*.pq"))
-    assert max(pq.read_metadata(path).num_rows for path in index_files) <= 4
-    assert len(index_files) >= 4  # 12 rows of 3 unread files (s.jsonl alone holds 6), 2 rows of the file read
+    # the unread files' index rows, carried as they were, beside the rows of the file read: one partition
+    assert [path.name for path in (output / "_index").glob("*.pq")] == ["part-00000-of-00001.pq"]
     assert _index(output) == _index(fresh)
 
 
@@ -245,9 +243,9 @@ def test_only_the_chunk_files_of_changed_or_removed_documents_are_read(
     opened: list[str] = []
     real = pipelines.incremental._read_table
 
-    def spy(url: str, columns: list[str] | None = None) -> Any:
+    def spy(url: str, columns: list[str] | None = None, filters: Any = None) -> Any:
         opened.append(url)
-        return real(url, columns)
+        return real(url, columns, filters)
 
     monkeypatch.setattr(pipelines.incremental, "_read_table", spy)
     manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
@@ -265,9 +263,14 @@ def test_only_the_chunk_files_of_changed_or_removed_documents_are_read(
     assert _index(output) == _index(fresh)
 
 
-def test_an_index_without_chunk_files_runs_in_full_and_says_why(tmp_path: Path) -> None:
-    """An index that does not say where each document's rows are (an older zerda's) cannot carry rows."""
-    corpus, output = tmp_path / "corpus", tmp_path / "out"
+@pytest.mark.parametrize("how", ["older format", "a column gone"])
+def test_an_index_of_an_older_format_or_edited_runs_in_full_against_nothing_and_says_why(
+    tmp_path: Path, how: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An index not written by partition (an older zerda's: neither read by source nor saying where a
+    document's rows are) is found at launch; one edited by hand (a column gone, its size and hash recorded
+    anew) fails the first read of it, and the launcher runs again in full. Both list changes against nothing."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     corpus.mkdir()
     _write_jsonl(corpus / "a.jsonl", [("a1", _doc(1)), ("a2", _doc(2))])
     run(_argv(corpus, output))
@@ -275,17 +278,28 @@ def test_an_index_without_chunk_files_runs_in_full_and_says_why(tmp_path: Path) 
     for entry in manifest["output"]["files"]:
         if entry["path"].startswith("_index/"):
             path = output / entry["path"]
-            pq.write_table(pq.read_table(path).drop_columns(["chunk_file"]), path)
+            if how == "older format":
+                entry["path"] = "_index/part-00000.pq"
+                path = path.rename(output / entry["path"])
+            else:
+                pq.write_table(pq.read_table(path).drop_columns(["chunk_file"]), path)
             entry["bytes"] = path.stat().st_size
-            entry.pop("sha256", None)
+            entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    previous = read_previous(str(output), read_manifest(output)["fingerprint"], incremental=True)
-    assert (previous.carry, previous.reason) == (
-        False,
-        "full run: the previous index does not say which file holds a document's rows",
-    )
+    _write_jsonl(corpus / "a.jsonl", [("a1", _doc(1)), ("a3", _doc(3))])
     second = run(_argv(corpus, output, "--incremental"))
-    assert second["changes"]["incremental"] is False and second["changes"]["documents_unchanged"] == 2
+    run(_argv(corpus, fresh))
+    why = {
+        "older format": "full run: the previous index is of an older format",
+        "a column gone": "full run: a previous index file cannot be read: _index/part-00000-of-00001.pq",
+    }[how]
+    assert second["changes"]["reason"].startswith(why)
+    assert second["changes"]["reason"].endswith("without its index every chunk is listed as added")
+    assert second["changes"]["documents_added"] == 2 and second["changes"]["documents_removed"] == 0
+    assert _rows(output) == _rows(fresh)
+    assert _index(output) == _index(fresh)
+    if how == "a column gone":
+        assert "cannot be read: _index/part-00000-of-00001.pq" in capfd.readouterr().err
 
 
 def _sorted_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -643,7 +657,7 @@ def test_a_previous_manifest_missing_or_of_another_shape_is_no_previous_output(
     if manifest is not None:
         (tmp_path / "_manifest.json").write_text(manifest, encoding="utf-8")
     previous = read_previous(str(tmp_path), "fingerprint", incremental=True)
-    assert (previous.carry, previous.index_files, dict(previous.chunk_files)) == (False, (), {})
+    assert (previous.carry, previous.index_partitions, previous.chunk_files) == (False, 0, ())
     what = "unreadable (" if manifest is not None else "missing (FileNotFoundError)"
     assert previous.reason.startswith(f"full run: the previous _manifest.json is {what}")
 

@@ -33,9 +33,11 @@ from pipelines.layout import (
 from pipelines.output.manifest import Manifest
 
 STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
-# a committed file's name: its staged name (``part-<uuid4 hex>``), or a numbered one (``part-00042``: index
-# partitions, and every file of an output written before names were kept)
-_COMMITTED_NAME = re.compile(rf"part-(\d{{5,}}|[0-9a-f]{{32}})({re.escape(CHUNK_SUFFIX)}|{re.escape(REJECT_SUFFIX)})\Z")
+# a committed file's name: its staged name (``part-<uuid4 hex>``), an index partition's (``part-00003-of-00016``),
+# or a numbered one (``part-00042``, an older zerda's)
+_COMMITTED_NAME = re.compile(
+    rf"part-(\d{{5,}}|\d{{5,}}-of-\d{{5,}}|[0-9a-f]{{32}})({re.escape(CHUNK_SUFFIX)}|{re.escape(REJECT_SUFFIX)})\Z"
+)
 _SHOWN = 3  # foreign files named in the error
 _FOOTER_THREADS = 16  # footer reads at once: on an object store each is a few round trips
 

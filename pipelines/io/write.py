@@ -471,13 +471,28 @@ def staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple
     return fs, path, relative
 
 
-def stage_table(output: str, run_id: str, directory: str, table: pa.Table, suffix: str, compression: str) -> StagedFile:
+def stage_table(
+    output: str,
+    run_id: str,
+    directory: str,
+    table: pa.Table,
+    suffix: str,
+    compression: str,
+    row_group_size: int | None = None,
+) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
     fs, path, relative = staging_path(output, run_id, directory, suffix)
     with fs.open(path, "wb") as f:
         dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
         marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
-        pq.write_table(marked, f, compression=compression, use_dictionary=dictionary, write_page_checksum=True)
+        pq.write_table(
+            marked,
+            f,
+            row_group_size=row_group_size,
+            compression=compression,
+            use_dictionary=dictionary,
+            write_page_checksum=True,
+        )
     return StagedFile(directory, relative, table.num_rows)
 
 
