@@ -55,6 +55,14 @@ class InputFile:
         if self.stamp is not None:
             object.__setattr__(self, "stamp", redact_url(self.stamp))
 
+    @classmethod
+    def listed(cls, url: str, relative_path: str, info: dict[str, Any]) -> InputFile:
+        """The file a listing gives (``info``): its size, and its stamp made from the relative path once that
+        is redacted, so the path is redacted once and the stamp needs no redaction of its own."""
+        file = cls(url, relative_path, _size(info))
+        object.__setattr__(file, "stamp", file_stamp(info, file.relative_path))
+        return file
+
 
 def sample_corpus_glob() -> str:
     """Where the bundled sample corpus is, from a checkout or an installed package."""
@@ -180,7 +188,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
         except OSError:  # a broken symlink: the reader says so
             info = {}
         relative = path.rsplit("/", 1)[-1]
-        return [InputFile(_url(fs, path), relative, _size(info), file_stamp(info, relative))], []
+        return [InputFile.listed(_url(fs, path), relative, info)], []
     else:
         return [], []
     files, skipped = [], []
@@ -191,7 +199,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
             if any(part.startswith((".", "_")) for part in relative.split("/")):
                 skipped.append(relative)
             else:
-                files.append(InputFile(_url(fs, file), relative, _size(detail), file_stamp(detail, relative)))
+                files.append(InputFile.listed(_url(fs, file), relative, detail))
     return files, skipped
 
 
