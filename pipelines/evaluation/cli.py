@@ -169,8 +169,8 @@ def _matched_sizes(zerda: Sequence[Splitter], texts: Sequence[str]) -> list[int]
 
 
 def _remembered(splitter: Splitter) -> Splitter:
-    """``splitter`` with each document's spans kept, so matching the peers' sizes does not cut it twice."""
-    return replace(splitter, spans=functools.cache(splitter.spans))
+    """``splitter`` with each document's cut kept, so matching the peers' sizes does not cut it twice."""
+    return replace(splitter, cut=functools.cache(splitter.cut))
 
 
 def run(args: argparse.Namespace) -> int:

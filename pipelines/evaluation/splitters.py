@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from typing import cast
 
@@ -22,20 +22,20 @@ from pipelines.embed_text import check_template, render
 from pipelines.settings import ChunkingSettings
 
 TextSpans = list[tuple[int, int]]
-RankingTexts = Callable[[int, str], list[str]]  # (document number, text) -> the text ranked for each span
+Cut = tuple[TextSpans, list[str] | None]  # a document's spans, and the text each is ranked by (None: its own)
 PEERS = ("fixed", "langchain", "chonkie", "semchunk")
 
 
 @dataclass(frozen=True)
 class Splitter:
-    """A named way to cut a document into character spans; ``ranking_texts``, when set, gives the text each
-    span is ranked by (in span order) instead of the span's own text."""
+    """A named way to cut a document into character spans: ``cut(number, text)`` gives the spans of the pool's
+    document ``number`` and, for a splitter that ranks its chunks by another text than their own (zerda's
+    ``embed_text``), that text for each span, from the same cut."""
 
     name: str
     family: str
     version: str
-    spans: Callable[[str], TextSpans]
-    ranking_texts: RankingTexts | None = field(default=None, compare=False)
+    cut: Callable[[int, str], Cut]
 
 
 def version_of(dist: str) -> str:
@@ -77,26 +77,25 @@ def zerda_splitter(
     chunker = chunking.chunker()
     template = check_template(embed_text)
 
-    def spans(text: str) -> TextSpans:
-        return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)]
+    def cut(number: int, text: str) -> Cut:
+        if template is None:
+            return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)], None
+        chunks = chunker.chunk(text, doc_id=doc_ids[number] if number < len(doc_ids) else "")
+        return [(c.metadata.start_char, c.metadata.end_char) for c in chunks], [render(template, c) for c in chunks]
 
-    def ranking_texts(number: int, text: str) -> list[str]:
-        doc_id = doc_ids[number] if number < len(doc_ids) else ""
-        return [render(template, c) for c in chunker.chunk(text, doc_id=doc_id)] if template else []
-
-    return Splitter(name, "zerda", zerda_core.__version__, spans, ranking_texts if template else None)
+    return Splitter(name, "zerda", zerda_core.__version__, cut)
 
 
 def fixed_splitter(size: int) -> Splitter:
     """Windows of ``size`` characters, each starting ``size - overlap`` after the one before."""
     overlap = peer_overlap(size)
 
-    def spans(text: str) -> TextSpans:
+    def cut(number: int, text: str) -> Cut:
         # the last window starts before len - overlap, so it reaches the end of the text
         starts = range(0, max(len(text) - overlap, 1), size - overlap)
-        return [(start, min(start + size, len(text))) for start in starts]
+        return [(start, min(start + size, len(text))) for start in starts], None
 
-    return Splitter(f"fixed {size}", "fixed", "-", spans)
+    return Splitter(f"fixed {size}", "fixed", "-", cut)
 
 
 def _langchain(size: int, overlap: int) -> Callable[[str], list[str]]:
@@ -135,7 +134,7 @@ def peer_splitter(key: str, size: int) -> Splitter:
         return fixed_splitter(size)
     dist, factory = PEER_FACTORIES[key]
     split = factory(size, peer_overlap(size))
-    return Splitter(f"{key} {size}", key, version_of(dist), lambda text: located(text, split(text)))
+    return Splitter(f"{key} {size}", key, version_of(dist), lambda number, text: (located(text, split(text)), None))
 
 
 def peer_splitters(sizes: Sequence[int], peers: Sequence[str] = PEERS, prog: str = "zerda-eval") -> list[Splitter]:
