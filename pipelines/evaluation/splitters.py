@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import cast
+from typing import Any
 
 import zerda_core
 from pipelines.embed_text import check_template, render
@@ -98,33 +98,46 @@ def fixed_splitter(size: int) -> Splitter:
     return Splitter(f"fixed {size}", "fixed", "-", cut)
 
 
-def _langchain(size: int, overlap: int) -> Callable[[str], list[str]]:
+PeerBuilder = Callable[[int, int], Callable[[str], Sequence[Any]]]  # (size, overlap) -> text -> the peer's chunks
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer chunker, counting characters: ``load()`` imports it (ImportError when it is not installed) and
+    gives how it is built at a (size, overlap); ``texts`` turns what it returns into chunk texts. The one place
+    the peers are built, for zerda-eval and the benchmarks alike."""
+
+    distribution: str
+    load: Callable[[], PeerBuilder]
+    texts: Callable[[Sequence[Any]], list[str]] = list
+
+
+def _langchain() -> PeerBuilder:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    return RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text
+    return lambda size, overlap: RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text
 
 
-def _chonkie(size: int, overlap: int) -> Callable[[str], list[str]]:
+def _chonkie() -> PeerBuilder:
     from chonkie import SentenceChunker
 
-    chunker = SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
-    return lambda text: [c.text for c in chunker.chunk(text)]
+    return lambda size, overlap: SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap).chunk
 
 
-def _semchunk(size: int, overlap: int) -> Callable[[str], list[str]]:
+def _semchunk() -> PeerBuilder:
     import semchunk
 
-    def split(text: str) -> list[str]:
-        return cast(list[str], semchunk.chunk(text, size, len, memoize=False, overlap=overlap))
+    def build(size: int, overlap: int) -> Callable[[str], Sequence[Any]]:
+        # len as the token counter; memoize=False because caching len() only slows it down
+        return lambda text: semchunk.chunk(text, size, len, memoize=False, overlap=overlap)
 
-    return split
+    return build
 
 
-# key -> (distribution, factory of a text -> chunk texts function at (size, overlap))
-PEER_FACTORIES: dict[str, tuple[str, Callable[[int, int], Callable[[str], list[str]]]]] = {
-    "langchain": ("langchain-text-splitters", _langchain),
-    "chonkie": ("chonkie", _chonkie),
-    "semchunk": ("semchunk", _semchunk),
+PEER_CHUNKERS: dict[str, Peer] = {
+    "langchain": Peer("langchain-text-splitters", _langchain),
+    "chonkie": Peer("chonkie", _chonkie, lambda chunks: [c.text for c in chunks]),
+    "semchunk": Peer("semchunk", _semchunk),
 }
 
 
@@ -132,9 +145,13 @@ def peer_splitter(key: str, size: int) -> Splitter:
     """A peer (or fixed windows) at ``size`` characters; raises ImportError when the peer is not installed."""
     if key == "fixed":
         return fixed_splitter(size)
-    dist, factory = PEER_FACTORIES[key]
-    split = factory(size, peer_overlap(size))
-    return Splitter(f"{key} {size}", key, version_of(dist), lambda number, text: (located(text, split(text)), None))
+    peer = PEER_CHUNKERS[key]
+    split = peer.load()(size, peer_overlap(size))
+
+    def cut(number: int, text: str) -> Cut:
+        return located(text, peer.texts(split(text))), None
+
+    return Splitter(f"{key} {size}", key, version_of(peer.distribution), cut)
 
 
 def peer_splitters(sizes: Sequence[int], peers: Sequence[str] = PEERS, prog: str = "zerda-eval") -> list[Splitter]:
