@@ -25,14 +25,11 @@ import yaml
 
 import zerda_core
 from pipelines.embed_text import TEMPLATE_RULE, template_problem
+from pipelines.errors import SettingsError
 from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
 from zerda_core.chunks import AdaptiveChunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
-
-
-class SettingsError(ValueError):
-    """Invalid run settings or an unreadable config file; the CLI exits with code 2."""
 
 
 class _Rule(NamedTuple):

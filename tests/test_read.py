@@ -26,9 +26,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.errors import StorageError
+from pipelines.errors import InputError, StorageError
 from pipelines.io import expand, formats, source
-from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
+from pipelines.io.expand import InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.formats import split_suffixes
 from pipelines.io.read import ReadCorpus
 from pipelines.io.source import read_file

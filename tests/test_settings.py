@@ -11,10 +11,10 @@ import pytest
 
 import zerda_core
 from pipelines import settings as settings_module
+from pipelines.errors import SettingsError
 from pipelines.settings import (
     ChunkingSettings,
     Settings,
-    SettingsError,
     as_chunking_settings,
     load_settings,
     main,

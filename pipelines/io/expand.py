@@ -26,15 +26,12 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
 
+from pipelines.errors import InputError
 from pipelines.io.identity import local_paths_below
 from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN
 from pipelines.redact import bounded, redact_url, remember_credentials
 
 log = logging.getLogger(__name__)
-
-
-class InputError(ValueError):
-    """An input pattern that matches no file; the CLI exits with code 2."""
 
 
 @dataclass(frozen=True)
