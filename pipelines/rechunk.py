@@ -176,7 +176,6 @@ def build_pipeline(
         settings.chunking,
         settings.enrich,
         bucket_width=settings.output.bucket_width,
-        fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
         max_reject_rows=settings.input.max_reject_rows,
         embed_text=settings.output.embed_text,
@@ -189,7 +188,7 @@ def build_pipeline(
         output=output,
         run_id=run_id,
         settings=settings.output,
-        fingerprint=settings.fingerprint,
+        fingerprint=settings.config_fingerprint,
     )
     chunked = read.records | "Incremental" >> incremental
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
