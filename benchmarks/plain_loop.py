@@ -115,7 +115,7 @@ def run(patterns: Iterable[str], config: str | None, parquet: Path | None) -> Ta
     files = expand_inputs(list(patterns))
     steps = (
         _ChunkTextFn(settings.chunking, per_document=True),
-        _RowsFn(settings.enrich, settings.output.bucket_width, settings.fingerprint, progress_seconds=0),
+        _RowsFn(settings.enrich, settings.output.bucket_width, settings.config_fingerprint, progress_seconds=0),
     )
     for step in steps:
         step.setup()

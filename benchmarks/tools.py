@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.evaluation.splitters import PEER_CHUNKERS
 from pipelines.evaluation.splitters import version_of as _version
 
 Budget = tuple[int, int]  # (chunk size, overlap) in characters, what a peer is asked for on one document
@@ -90,70 +91,35 @@ def zerda_tool(sizes: Sizes) -> Tool:
     )
 
 
-def chonkie_tool(sizes: Sizes) -> Tool:
-    """chonkie's SentenceChunker on its built-in character tokenizer (no model download).
-
-    Its sizes are fixed at construction, so there is one chunker per (size, overlap), built on first
-    use: the untimed warm-up pass meets every budget first, so none is built while being timed.
-    """
-    from chonkie import SentenceChunker
-
-    @functools.cache
-    def chunker(size: int, overlap: int) -> SentenceChunker:
-        return SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
+def _peer_tool(key: str, name: str, settings: str) -> Tool:
+    """A peer as zerda-eval builds it (``PEER_CHUNKERS``), one chunker per (size, overlap) built on first use:
+    the untimed warm-up pass meets every budget first, so none is built while being timed. Raises ImportError
+    when the peer is not installed."""
+    peer = PEER_CHUNKERS[key]
+    build = functools.cache(peer.load())
 
     def run(text: str, size: int, overlap: int) -> Sequence[Any]:
-        return chunker(size, overlap).chunk(text)
+        return build(size, overlap)(text)
 
-    return Tool(
-        "chonkie",
-        "chonkie SentenceChunker",
-        _version("chonkie"),
-        f"tokenizer='character', {_budget_settings(sizes, 'chunk_size', 'chunk_overlap')}",
-        run,
-        lambda chunks: [c.text for c in chunks],
-    )
+    return Tool(key, name, _version(peer.distribution), settings, run, peer.texts)
+
+
+def chonkie_tool(sizes: Sizes) -> Tool:
+    """chonkie's SentenceChunker on its built-in character tokenizer (no model download)."""
+    settings = f"tokenizer='character', {_budget_settings(sizes, 'chunk_size', 'chunk_overlap')}"
+    return _peer_tool("chonkie", "chonkie SentenceChunker", settings)
 
 
 def semchunk_tool(sizes: Sizes) -> Tool:
-    """semchunk with ``len`` as token counter; memoize=False because caching len() only slows it down."""
-    import semchunk
-
-    def run(text: str, size: int, overlap: int) -> Sequence[Any]:
-        return semchunk.chunk(text, size, len, memoize=False, overlap=overlap)
-
-    return Tool(
-        "semchunk",
-        "semchunk",
-        _version("semchunk"),
-        f"{_budget_settings(sizes, 'chunk_size', 'overlap')}, token_counter=len, memoize=False",
-        run,
-        list,
-    )
+    """semchunk with ``len`` as token counter, memoize=False."""
+    settings = f"{_budget_settings(sizes, 'chunk_size', 'overlap')}, token_counter=len, memoize=False"
+    return _peer_tool("semchunk", "semchunk", settings)
 
 
 def langchain_tool(sizes: Sizes) -> Tool:
-    """langchain's RecursiveCharacterTextSplitter with its default separators and len.
-
-    One splitter per (size, overlap), built on first use, as for chonkie.
-    """
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-    @functools.cache
-    def splitter(size: int, overlap: int) -> RecursiveCharacterTextSplitter:
-        return RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap)
-
-    def run(text: str, size: int, overlap: int) -> Sequence[Any]:
-        return splitter(size, overlap).split_text(text)
-
-    return Tool(
-        "langchain",
-        "langchain RecursiveCharacterTextSplitter",
-        _version("langchain-text-splitters"),
-        _budget_settings(sizes, "chunk_size", "chunk_overlap"),
-        run,
-        list,
-    )
+    """langchain's RecursiveCharacterTextSplitter with its default separators and len."""
+    settings = _budget_settings(sizes, "chunk_size", "chunk_overlap")
+    return _peer_tool("langchain", "langchain RecursiveCharacterTextSplitter", settings)
 
 
 FACTORIES: dict[str, Callable[[Sizes], Tool]] = {

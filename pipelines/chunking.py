@@ -27,7 +27,7 @@ from pipelines.layout import PARTITION_COLUMN, density_bucket
 from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
 from pipelines.records import Reject, RejectLimit, excerpt
-from pipelines.settings import ChunkingSettings, EnrichSettings
+from pipelines.settings import ChunkingSettings, EnrichSettings, config_fingerprint
 from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
 
@@ -110,9 +110,10 @@ class ChunkDocuments(beam.PTransform):
     """SourceRecords → each document's chunk rows as one list (main output) and rejects (``REJECTS`` tag).
 
     It takes only the settings it needs: the chunking and enrichment sections, the bucket width,
-    the run's settings fingerprint (stored in every row) and the reject rows kept per source and reason
-    in a bundle (``input.max_reject_rows``; None: all) and the ``embed_text`` template (``output.embed_text``;
-    None: the column is null).
+    the reject rows kept per source and reason in a bundle (``input.max_reject_rows``; None: all) and the
+    ``embed_text`` template (``output.embed_text``; None: the column is null). Every row's
+    ``config_fingerprint`` is made from the chunking settings and the template
+    (:func:`pipelines.settings.config_fingerprint`), as ``ZerdaChunker``'s.
     """
 
     def __init__(
@@ -121,7 +122,6 @@ class ChunkDocuments(beam.PTransform):
         enrich: EnrichSettings,
         *,
         bucket_width: float,
-        fingerprint: str,
         progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
         max_reject_rows: int | None = None,
         embed_text: str | None = None,
@@ -130,6 +130,7 @@ class ChunkDocuments(beam.PTransform):
         self._chunk_text = ChunkText(
             chunking, per_document=True, max_reject_rows=max_reject_rows, embed_text=embed_text
         )
+        fingerprint = config_fingerprint(chunking, embed_text)
         self._rows_fn = _RowsFn(enrich, bucket_width, fingerprint, progress_seconds, max_reject_rows)
 
     def expand(self, records: beam.PCollection) -> ChunkedDocuments:

@@ -15,6 +15,15 @@ class UsageError(ValueError):
     """An argument neither zerda nor Beam understands, or a value Beam refuses: nothing was read or written."""
 
 
+class SettingsError(ValueError):
+    """Invalid run settings or an unreadable config file; the CLI exits with code 2."""
+
+
+class InputError(ValueError):
+    """An input pattern that matches no file, cannot be listed, or would read the output; the CLI exits with
+    code 2."""
+
+
 class OutputError(ValueError):
     """OUTPUT cannot be written or read as a zerda output, or another run holds it."""
 

@@ -11,7 +11,8 @@ whose ``id`` is zerda's stable chunk id, never a random UUID: a rerun, or a retr
 same ids, so a vector store upserts instead of doubling. ``chunk_id_fn`` replaces it, as for Beam's own
 chunkers. ``index`` is the chunk's place in its document; ``metadata`` holds ``doc_id``,
 ``source``, ``start_char``/``end_char``, ``density``, ``target_size``, ``language`` and
-``config_fingerprint`` (the chunking settings' fingerprint).
+``config_fingerprint`` (:func:`pipelines.settings.config_fingerprint`: the job's rows made with the same
+chunking settings and template carry the same).
 
 With ``embed_text=TEMPLATE`` (:mod:`pipelines.embed_text`, e.g. ``"{section}\n\n{text}"``) the chunk's
 ``content.text``, what Beam's embedding handlers embed, is the rendered template, and the exact slice of the
@@ -37,7 +38,7 @@ from pipelines.chunk_text import TEXT_KEY, ChunkText
 from pipelines.embed_text import EMBED_TEXT_KEY
 from pipelines.names import REJECTS
 from pipelines.records import Reject
-from pipelines.settings import ChunkingSettings
+from pipelines.settings import ChunkingSettings, config_fingerprint
 from zerda_core.chunks import ChunkConfig, DocumentChunk
 
 
@@ -93,7 +94,7 @@ class _SplitDocuments(beam.PTransform):
 
     def expand(self, documents: beam.PCollection) -> Any:
         out = documents | "ChunkText" >> self.chunk_text
-        fingerprint = self.chunk_text.chunking.fingerprint
+        fingerprint = config_fingerprint(self.chunk_text.chunking, self.chunk_text.embed_text)
         embedded = self.chunk_text.embed_text is not None
         chunks = out.chunks | "ToBeamChunk" >> beam.Map(to_beam_chunk, fingerprint, self.chunk_id_fn, embedded)
         if not self.with_errors:

@@ -46,7 +46,7 @@ import zerda_core
 from pipelines import redact
 from pipelines.chunking import ChunkDocuments
 from pipelines.endpoints import check_endpoint, job_failure
-from pipelines.errors import JobError, OutputError, UsageError, explained_line
+from pipelines.errors import InputError, JobError, OutputError, SettingsError, UsageError, explained_line
 from pipelines.incremental import (
     ChunkIncrementally,
     Previous,
@@ -56,7 +56,7 @@ from pipelines.incremental import (
     without_carry,
 )
 from pipelines.io.context import source_name
-from pipelines.io.expand import InputError, InputFile, expand_inputs, sample_corpus_glob
+from pipelines.io.expand import InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.lease import best_effort
 from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
@@ -76,7 +76,7 @@ from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, se
 from pipelines.output.manifest import Manifest
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
-from pipelines.settings import Settings, SettingsError, load_settings
+from pipelines.settings import Settings, load_settings
 from pipelines.summary import render_summary
 from pipelines.terminal_table import VisibleFormatter, visible, write_stdout
 from pipelines.worker_log import worker_environment
@@ -182,7 +182,6 @@ def build_pipeline(
         settings.chunking,
         settings.enrich,
         bucket_width=settings.output.bucket_width,
-        fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
         max_reject_rows=settings.input.max_reject_rows,
         embed_text=settings.output.embed_text,
@@ -195,7 +194,7 @@ def build_pipeline(
         output=output,
         run_id=run_id,
         settings=settings.output,
-        fingerprint=settings.fingerprint,
+        fingerprint=settings.config_fingerprint,
         partitions=planned_partitions(previous, files),
     )
     chunked = read.records | "Incremental" >> incremental

@@ -25,14 +25,11 @@ import yaml
 
 import zerda_core
 from pipelines.embed_text import TEMPLATE_RULE, template_problem
+from pipelines.errors import SettingsError
 from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
 from zerda_core.chunks import AdaptiveChunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
-
-
-class SettingsError(ValueError):
-    """Invalid run settings or an unreadable config file; the CLI exits with code 2."""
 
 
 class _Rule(NamedTuple):
@@ -182,11 +179,6 @@ class ChunkingSettings(_Section):
         if counter is not None:
             values["tokenizer_sha256"] = counter.digest
         return values
-
-    @property
-    def fingerprint(self) -> str:
-        """Short hash of the chunking settings and the zerda version: equal fingerprints, equal chunks."""
-        return _fingerprint(self.identity())
 
 
 def as_chunking_settings(chunking: ChunkingSettings | ChunkConfig | None) -> ChunkingSettings:
@@ -356,7 +348,8 @@ class Settings:
 
     @property
     def fingerprint(self) -> str:
-        """Short hash of the settings and the zerda version: equal fingerprints, equal chunks.
+        """Short hash of the run's settings and the zerda version, the manifest's ``fingerprint``: an incremental
+        run carries rows only from an output of an equal one. Each chunk's own is :attr:`config_fingerprint`.
 
         ``output.incremental`` and ``input.split_bytes`` are left out: they change how the rows are made,
         not the rows.
@@ -366,6 +359,19 @@ class Settings:
         settings["chunking"] = self.chunking.identity()
         del settings["input"]["split_bytes"]
         return _fingerprint(settings)
+
+    @property
+    def config_fingerprint(self) -> str:
+        """The ``config_fingerprint`` of the chunks these settings make (:func:`config_fingerprint`)."""
+        return config_fingerprint(self.chunking, self.output.embed_text)
+
+
+def config_fingerprint(chunking: ChunkingSettings, embed_text: str | None = None) -> str:
+    """A chunk's ``config_fingerprint``, one meaning wherever a chunk is made (the job's rows and index,
+    ``ZerdaChunker``'s metadata): a short hash of what cuts a document and renders its chunks' text, the
+    chunking settings and the ``embed_text`` template, with the zerda version. Equal fingerprints, equal chunks
+    of equal documents; how files are read and written (``input``, the output's layout) is not in it."""
+    return _fingerprint({"chunking": chunking.identity(), "embed_text": embed_text})
 
 
 def _fingerprint(settings: Mapping[str, Any]) -> str:

@@ -36,9 +36,7 @@ def test_rows_rejects_and_metrics() -> None:
     out = (
         pipeline
         | beam.Create(records)
-        | ChunkDocuments(
-            settings.chunking, settings.enrich, bucket_width=0.1, fingerprint=settings.fingerprint, progress_seconds=0
-        )
+        | ChunkDocuments(settings.chunking, settings.enrich, bucket_width=0.1, progress_seconds=0)
     )
     assert_that(
         out.chunks | "DocIds" >> beam.Map(lambda rows: {r["doc_id"] for r in rows}),

@@ -14,9 +14,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.chunk_text import ChunkText
 from pipelines.embed_text import check_template, render, template_problem
+from pipelines.errors import SettingsError
 from pipelines.rag import ZerdaChunker
 from pipelines.rechunk import main, run
-from pipelines.settings import ChunkingSettings, Settings, SettingsError
+from pipelines.settings import ChunkingSettings, Settings
 from pipelines.settings import main as check_config
 from tests.common import DATA, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts

@@ -18,6 +18,7 @@ from pipelines.evaluation.retrievers import Retriever, fuse
 from pipelines.evaluation.splitters import zerda_splitter
 from pipelines.settings import ChunkingSettings
 from tests.browser import png_pixels, screenshot
+from zerda_core.chunks import AdaptiveChunker
 
 # ---- metrics on a case worked out by hand ------------------------------------------------------------------
 
@@ -322,3 +323,24 @@ def test_the_command_evaluates_a_config_with_embed_text(
     assert "zerda context" in capsys.readouterr().out
     (row,) = json.loads(out_json.read_text(encoding="utf-8"))["results"]
     assert row["retriever"] == "BM25"
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("bm25s"), reason="bm25s not installed")
+def test_a_config_with_embed_text_cuts_each_document_once(
+    corpus: Path, questions: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spans and the rendered texts come from one cut (each document was chunked twice with a template),
+    and matching the peers' sizes to zerda's chunks reuses that cut too."""
+    config = tmp_path / "context.yaml"
+    config.write_text('output:\n  embed_text: "{doc_id}: {section}\\n\\n{text}"\n', encoding="utf-8")
+    cut: Counter[str] = Counter()
+    chunk = AdaptiveChunker.chunk
+
+    def counted(self: AdaptiveChunker, text: str, *args: object, **kwargs: object) -> object:
+        cut[text] += 1
+        return chunk(self, text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AdaptiveChunker, "chunk", counted)
+    argv = ["--input", str(corpus), "--questions", str(questions), "--config", str(config), "--retrievers", "bm25"]
+    assert main([*argv, "--peers"]) == 0
+    assert len(cut) == 3 and set(cut.values()) == {1}, cut.values()

@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipelines.io.expand import InputError, InputFile, expand_inputs
+from pipelines.errors import InputError
+from pipelines.io.expand import InputFile, expand_inputs
 from pipelines.io.source import read_file
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import ELLIPSIS, MESSAGE_CHARS, redact_url

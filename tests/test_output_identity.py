@@ -17,8 +17,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from pipelines.errors import OutputError
-from pipelines.io.expand import InputError, expand_inputs
+from pipelines.errors import InputError, OutputError
+from pipelines.io.expand import expand_inputs
 from pipelines.io.write import prepare_output
 from pipelines.rechunk import main
 from tests.common import REPO

@@ -19,8 +19,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.chunk_text import content_id
 from pipelines.rag import ZerdaChunker
-from pipelines.settings import ChunkingSettings
+from pipelines.rechunk import main as rechunk_main
+from pipelines.settings import ChunkingSettings, config_fingerprint, load_settings
 from tests.common import DATA, REPO
+from tests.output_checks import read_chunks, read_manifest
 from zerda_core.chunks import AdaptiveChunker, ChunkConfig
 
 PROSE = (DATA / "english_prose.txt").read_text(encoding="utf-8")
@@ -51,7 +53,7 @@ def expected_chunks() -> list[tuple[Any, ...]]:
                 "end_char": m.end_char,
                 "language": m.language,
                 "chunk_type": "adaptive",
-                "config_fingerprint": SETTINGS.fingerprint,
+                "config_fingerprint": config_fingerprint(SETTINGS),
             }
             rows.append((c.chunk_id, m.chunk_index, c.text, metadata))
     return rows
@@ -76,6 +78,35 @@ def test_chunks_in_mltransform_carry_zerdas_ids_and_metadata(tmp_path: Path) -> 
     with BeamTestPipeline() as pipeline:
         again = pipeline | beam.Create(DOCUMENTS) | MLTransform(read_artifact_location=str(tmp_path / "artifacts"))
         assert_that(again | beam.Map(as_tuple), equal_to(expected))
+
+
+def test_the_job_and_zerda_chunker_give_one_config_fingerprint_for_one_config(tmp_path: Path) -> None:
+    """``config_fingerprint`` has one meaning: the rows the job writes and the chunks ZerdaChunker gives, made
+    with one config, carry the same one (the rows carried the whole run's fingerprint, ZerdaChunker the
+    chunking section's alone, so they never matched). How files are read and written is not in it."""
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        'chunking:\n  max_size: 600\n  overlap: 40\noutput:\n  compression: zstd\n  embed_text: "{section}: {text}"\n',
+        encoding="utf-8",
+    )
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "prose.txt").write_text(PROSE, encoding="utf-8")
+    output = tmp_path / "out"
+    assert rechunk_main(["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet"]) == 0
+    in_rows = set(read_chunks(output).column("config_fingerprint").to_pylist())
+    settings = load_settings(str(config))
+    assert in_rows == {settings.config_fingerprint}
+    assert read_manifest(output)["fingerprint"] == settings.fingerprint  # the run's, for incremental runs
+    chunker = ZerdaChunker(settings.chunking, embed_text=settings.output.embed_text)
+    with BeamTestPipeline() as pipeline:
+        chunks = (
+            pipeline
+            | beam.Create([{"text": PROSE, "id": "prose.txt"}])
+            | MLTransform(write_artifact_location=str(tmp_path / "artifacts")).with_transform(chunker)
+        )
+        fingerprints = chunks | beam.Map(lambda c: c.metadata["config_fingerprint"]) | beam.Distinct()
+        assert_that(fingerprints, equal_to(sorted(in_rows)))
 
 
 def test_documents_without_chunks_come_out_as_mltransform_errors(tmp_path: Path) -> None:

@@ -11,11 +11,12 @@ import pytest
 
 import zerda_core
 from pipelines import settings as settings_module
+from pipelines.errors import SettingsError
 from pipelines.settings import (
     ChunkingSettings,
     Settings,
-    SettingsError,
     as_chunking_settings,
+    config_fingerprint,
     load_settings,
     main,
     settings_reference,
@@ -163,7 +164,7 @@ def test_chunk_config_carries_every_chunking_setting_and_converts_back() -> None
     assert settings.chunking.chunk_config() == config
     assert as_chunking_settings(config) == settings.chunking
     one = as_chunking_settings(ChunkConfig(adaptive_technical_threshold=1))
-    assert one.fingerprint == ChunkingSettings(technical_threshold=1.0).fingerprint  # 1 and 1.0 are one setting
+    assert config_fingerprint(one) == config_fingerprint(ChunkingSettings(technical_threshold=1.0))  # 1 is 1.0
     assert as_chunking_settings(settings.chunking) is settings.chunking
     assert as_chunking_settings(None) == ChunkingSettings()
     with pytest.raises(TypeError, match="ChunkingSettings or a zerda_core ChunkConfig, got dict"):
@@ -381,12 +382,18 @@ def test_min_size_above_max_size_follows_the_library_rule(
     assert "warning: min_size (2000) > max_size (1000)" in captured.err
 
 
-def test_chunking_fingerprint_follows_only_the_chunking_section() -> None:
-    default = ChunkingSettings().fingerprint
-    assert len(default) == 16
-    assert Settings.from_dict({"output": {"bucket_width": 0.2}}).chunking.fingerprint == default
-    assert ChunkingSettings(overlap=64).fingerprint != default
-    assert default != Settings().fingerprint
+def test_config_fingerprint_follows_only_what_makes_the_chunks() -> None:
+    """A chunk's config_fingerprint: the chunking section and the embed_text template, not how files are read or
+    written (the run's fingerprint, the manifest's, covers those)."""
+    default = Settings().config_fingerprint
+    assert len(default) == 16 and default == config_fingerprint(ChunkingSettings())
+    layout = {"output": {"bucket_width": 0.2, "compression": "zstd"}, "input": {"max_document_chars": 1000}}
+    assert Settings.from_dict(layout).config_fingerprint == default
+    assert Settings.from_dict(layout).fingerprint != Settings().fingerprint
+    assert Settings.from_dict({"chunking": {"overlap": 64}}).config_fingerprint != default
+    template = "{section}\n\n{text}"
+    assert Settings.from_dict({"output": {"embed_text": template}}).config_fingerprint != default
+    assert config_fingerprint(ChunkingSettings(), template) != default
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.errors import SettingsError
 from pipelines.layout import MAX_BUCKETS, n_buckets
 from pipelines.rechunk import main as rechunk_main
 from pipelines.report import main as report_main
-from pipelines.settings import Settings, SettingsError
+from pipelines.settings import Settings
 from pipelines.settings import main as check_config
 from tests.test_report import write_output
 

@@ -6,6 +6,7 @@ root read any folder, ``setpriv``), a temp directory that fills (a 1 MiB tmpfs m
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -19,10 +20,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from botocore.exceptions import ClientError
+from s3fs.errors import translate_boto_error
 
-from pipelines.io.source import fault_kind
+from pipelines.errors import EnvironmentFault
+from pipelines.io import source
+from pipelines.io.expand import InputFile
+from pipelines.io.source import fault_kind, read_file
 from pipelines.layout import PARTITION_COLUMN
 from pipelines.rechunk import run
+from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_chunks
@@ -226,6 +233,33 @@ def test_errors_are_classified_by_their_codes(action: Callable[[], object], kind
         raise RuntimeError("wrapped by a library") from error
     except RuntimeError as wrapped:
         assert fault_kind(wrapped) == kind  # found through the errors it was raised from
+
+
+def _s3_access_denied() -> OSError:
+    """What s3fs raises for an object the credentials may not read: a PermissionError without an errno."""
+    denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject")
+    return translate_boto_error(denied)
+
+
+@pytest.mark.parametrize(
+    "denial",
+    [lambda: PermissionError(errno.EACCES, "Permission denied"), _s3_access_denied],
+    ids=["local-EACCES", "s3-AccessDenied"],
+)
+def test_a_denied_read_fails_the_job_local_or_remote(
+    denial: Callable[[], OSError], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the worker may not read is the environment's fault, whether the error has EACCES (local) or only
+    its class (an object store's): as a reject, its documents would leave the output (it was one on S3)."""
+    error = denial()
+    assert isinstance(error, PermissionError) and fault_kind(error) == "environment"
+
+    def denied(url: str) -> object:
+        raise error
+
+    monkeypatch.setattr(source, "_open", denied)
+    with pytest.raises(EnvironmentFault, match=r"Access Denied|Permission denied"):
+        list(read_file(InputFile("s3://bucket/a.jsonl", "a.jsonl"), InputSettings()))
 
 
 @pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in-memory", "2-worker-processes"])

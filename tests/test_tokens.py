@@ -15,9 +15,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from pipelines.errors import SettingsError
 from pipelines.rag import to_beam_chunk
 from pipelines.rechunk import main, run
-from pipelines.settings import ChunkingSettings, Settings, SettingsError, load_settings
+from pipelines.settings import ChunkingSettings, Settings, config_fingerprint, load_settings
 from pipelines.settings import main as settings_main
 from tests.chunk_checks import assert_chunk_contract
 from tests.common import LLAMA_TOKENIZER, REPO
@@ -126,19 +127,19 @@ def test_an_edited_tokenizer_file_is_reloaded_and_changes_the_fingerprint(tmp_pa
     path = tmp_path / "tokenizer.json"
     shutil.copy(tokenizer_path(LLAMA_TOKENIZER), path)
     settings = ChunkingSettings(size_unit="tokens", tokenizer=str(path))
-    before = settings.fingerprint
+    before = config_fingerprint(settings)
     data = json.loads(path.read_text(encoding="utf-8"))
     data["normalizer"] = None
     path.write_text(json.dumps(data), encoding="utf-8")
     assert load_tokenizer(str(path)).digest != load_tokenizer(LLAMA_TOKENIZER).digest
-    assert settings.fingerprint != before
+    assert config_fingerprint(settings) != before
 
 
 def test_unit_and_tokenizer_enter_the_fingerprint() -> None:
     default = Settings().fingerprint
     tokens = Settings.from_dict({"chunking": {"size_unit": "tokens", "tokenizer": LLAMA_TOKENIZER}})
     assert tokens.fingerprint != default
-    assert tokens.chunking.fingerprint != ChunkingSettings().fingerprint
+    assert tokens.config_fingerprint != Settings().config_fingerprint
     assert tokens.chunking.chunker().size_unit == "tokens"
 
 

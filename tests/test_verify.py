@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.rechunk import main as rechunk_main
 from pipelines.report import main as report_main
 from pipelines.schema import CHUNK_SCHEMA
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
 
 
 def _run(tmp_path: Path, compression: str) -> Path:
@@ -114,4 +121,60 @@ def test_an_output_whose_rejects_were_bounded_verifies(tmp_path: Path, capsys) -
     counts = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))["counts"]
     assert counts["rejects"]["missing_text"] == 9 and counts["reject_rows"] == 3
     code, out = _verify(output, capsys)
+    assert code == 0 and out.startswith(f"verified {output}: "), out
+
+
+def test_a_listing_error_is_one_line_and_exit_2(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset folder that cannot be listed (a denied prefix) leaves nothing verified: one line, exit 2, no
+    traceback (it escaped ``--verify`` whole)."""
+    output = _run(tmp_path, "zstd")
+
+    def denied(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(f"Access Denied: {path}")
+
+    monkeypatch.setattr(LocalFileSystem, "find", denied)
+    capsys.readouterr()
+    assert report_main(["--verify", str(output)]) == 2
+    captured = capsys.readouterr()
+    assert not captured.out
+    assert captured.err.startswith(f"zerda-report: cannot read the output {output}: Access Denied")
+    assert captured.err.count("\n") == 1, captured.err
+
+
+def test_a_file_is_opened_and_read_without_asking_its_size(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size compared with the manifest's is the opened file's: no request a file for it alone."""
+    output = _run(tmp_path, "zstd")
+    asked: list[str] = []
+    size = LocalFileSystem.size
+
+    def counted(self: Any, path: str) -> Any:
+        asked.append(path)
+        return size(self, path)
+
+    monkeypatch.setattr(LocalFileSystem, "size", counted)
+    code, out = _verify(output, capsys)
+    assert code == 0 and not asked, (out, asked)
+    manifest_path = output / "_manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    entry = next(e for e in manifest["output"]["files"] if e["path"].startswith("density_bucket="))
+    entry["bytes"] += 1
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    code, out = _verify(output, capsys)
+    assert code == 1 and f"{entry['path']}: {entry['bytes'] - 1:,} bytes, the manifest says {entry['bytes']:,}" in out
+
+
+def test_folder_markers_on_an_object_store_are_not_unlisted_files(s3_env: S3Env, capsys) -> None:
+    """A zero-byte ``density_bucket=3/`` object (the S3 console's "Create folder") is a folder, as the commit
+    takes it, not a file the manifest fails to list."""
+    bucket = s3_env.new_bucket()
+    output = f"s3://{bucket}/out"
+    assert rechunk_main(["--output", output, "--quiet"]) == 0
+    for key in ["out/density_bucket=3/", "out/_rejects/"]:
+        s3_env.client().put_object(Bucket=bucket, Key=key, Body=b"")
+    s3_env.filesystem().invalidate_cache()
+    capsys.readouterr()
+    code = report_main(["--verify", output])
+    out = capsys.readouterr().out
     assert code == 0 and out.startswith(f"verified {output}: "), out

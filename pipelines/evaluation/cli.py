@@ -21,19 +21,19 @@ import fsspec
 
 import pipelines.quiet_beam  # noqa: F401  (first: the readers import Beam, whose import logs a warning)
 import zerda_core
-from pipelines.errors import UsageError
+from pipelines.errors import InputError, SettingsError, UsageError
 from pipelines.evaluation.evaluate import chunk_pool, evaluate, stderr_progress
 from pipelines.evaluation.metrics import RESAMPLES
 from pipelines.evaluation.questions import QuestionsError, parse_questions, place
 from pipelines.evaluation.report import render_html, render_text, summarise
 from pipelines.evaluation.retrievers import BM25, Hybrid, Retriever, dense_retriever
 from pipelines.evaluation.splitters import PEERS, Splitter, peer_splitters, zerda_splitter
-from pipelines.io.expand import InputError, expand_inputs
+from pipelines.io.expand import expand_inputs
 from pipelines.io.source import read_file
 from pipelines.options import raise_on_error
 from pipelines.records import Reject, SourceRecord
 from pipelines.redact import install, redact_url, remember_credentials
-from pipelines.settings import InputSettings, Settings, SettingsError, load_settings
+from pipelines.settings import InputSettings, Settings, load_settings
 from pipelines.terminal_table import visible, visible_line, write_stdout
 
 PROG = "zerda-eval"
@@ -169,8 +169,8 @@ def _matched_sizes(zerda: Sequence[Splitter], texts: Sequence[str]) -> list[int]
 
 
 def _remembered(splitter: Splitter) -> Splitter:
-    """``splitter`` with each document's spans kept, so matching the peers' sizes does not cut it twice."""
-    return replace(splitter, spans=functools.cache(splitter.spans))
+    """``splitter`` with each document's cut kept, so matching the peers' sizes does not cut it twice."""
+    return replace(splitter, cut=functools.cache(splitter.cut))
 
 
 def run(args: argparse.Namespace) -> int:

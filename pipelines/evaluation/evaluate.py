@@ -41,7 +41,19 @@ class Result:
 
 def chunk_pool(splitter: Splitter, texts: Sequence[str]) -> list[Span]:
     """Every chunk of every document of the pool, as spans."""
-    return [Span(i, s, e) for i, text in enumerate(texts) for s, e in splitter.spans(text)]
+    return cut_pool(splitter, texts)[0]
+
+
+def cut_pool(splitter: Splitter, texts: Sequence[str]) -> tuple[list[Span], list[str]]:
+    """Every chunk of every document of the pool, as spans, and the text each is ranked by (its slice, or the
+    splitter's own, e.g. rendered by ``embed_text``): each document cut once for both."""
+    pool: list[Span] = []
+    ranked: list[str] = []
+    for number, text in enumerate(texts):
+        spans, rendered = splitter.cut(number, text)
+        pool += [Span(number, start, end) for start, end in spans]
+        ranked += [text[start:end] for start, end in spans] if rendered is None else rendered
+    return pool, ranked
 
 
 def depth_for(pool: Sequence[Span], ks: Sequence[int], budgets: Sequence[int]) -> int:
@@ -67,16 +79,6 @@ def score_ranking(
         for budget in budgets:
             at_budget[budget].append(score(question.gold, within_budget(spans, budget)).recall)
     return at_k, at_budget
-
-
-def _ranked_texts(splitter: Splitter, texts: Sequence[str], pool: Sequence[Span]) -> list[str]:
-    """The text each chunk is ranked by: its slice, or the splitter's rendered text (``embed_text``)."""
-    if splitter.ranking_texts is None:
-        return [texts[s.doc][s.start : s.end] for s in pool]
-    rendered = [t for number, text in enumerate(texts) for t in splitter.ranking_texts(number, text)]
-    if len(rendered) != len(pool):
-        raise ValueError(f"{splitter.name}: {len(rendered)} ranking texts for {len(pool)} chunks")
-    return rendered
 
 
 def _rankings(retrievers: Sequence[Retriever], texts: list[str], queries: list[str], depth: int) -> list[np.ndarray]:
@@ -109,8 +111,7 @@ def evaluate(
     queries = [q.query for q in questions]
     for number, splitter in enumerate(splitters, 1):
         started = time.perf_counter()
-        pool = chunk_pool(splitter, texts)
-        chunk_texts = _ranked_texts(splitter, texts, pool)
+        pool, chunk_texts = cut_pool(splitter, texts)
         mean = statistics.fmean(map(len, pool)) if pool else 0.0
         depth = depth_for(pool, ks, budgets)
         if pool and questions:

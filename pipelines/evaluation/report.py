@@ -15,7 +15,7 @@ from typing import Any
 from pipelines.evaluation.evaluate import Result
 from pipelines.evaluation.metrics import bootstrap
 from pipelines.evaluation.questions import Unlocated
-from pipelines.terminal_table import render_table
+from pipelines.terminal_table import format_cell, render_table
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -76,9 +76,26 @@ def _cell(value: Mapping[str, float]) -> str:
     return f"{value['mean']:.3f} ({value['low']:.2f}–{value['high']:.2f})"
 
 
+def _score_table(summary: Mapping[str, Any], retriever: str) -> tuple[list[str], list[list[object]]]:
+    """One retriever's table, for the terminal and the page alike: a row per splitter, its chunks, the scores
+    at each k and recall at each budget, each with its interval."""
+    splitters = {s["name"]: s for s in summary["splitters"]}
+    head = ["splitter", "chunks", "mean chars"]
+    head += [f"{m}@{k}" for k in summary["k"] for m in ("R", "P", "IoU")]
+    head += [f"R@{b:,} chars" for b in summary["budgets"]]
+    rows = []
+    for row in (r for r in summary["results"] if r["retriever"] == retriever):
+        s = splitters[row["splitter"]]
+        cells: list[object] = [s["name"], s["chunks"], round(s["mean_chars"])]
+        for k in summary["k"]:
+            cells += [_cell(row["at_k"][str(k)][m]) for m in ("recall", "precision", "iou")]
+        cells += [_cell(row["recall_at_budget"][str(b)]) for b in summary["budgets"]]
+        rows.append(cells)
+    return head, rows
+
+
 def render_text(summary: Mapping[str, Any]) -> str:
     """One table per retriever: a row per splitter, scores at k and recall at each budget, with intervals."""
-    splitters = {s["name"]: s for s in summary["splitters"]}
     corpus = summary["corpus"]
     parts = [
         f"{corpus['documents']:,} documents, {corpus['characters']:,} characters;"
@@ -88,18 +105,7 @@ def render_text(summary: Mapping[str, Any]) -> str:
     for u in summary["unlocated"]:
         parts.append(f"  not located, line {u['line']}: {u['question'][:60]!r}: {u['reason']}")
     for retriever in summary["retrievers"]:
-        head = ["splitter", "chunks", "mean chars"]
-        head += [f"{m}@{k}" for k in summary["k"] for m in ("R", "P", "IoU")]
-        head += [f"R@{b:,} chars" for b in summary["budgets"]]
-        rows = []
-        for row in (r for r in summary["results"] if r["retriever"] == retriever):
-            s = splitters[row["splitter"]]
-            cells: list[object] = [s["name"], s["chunks"], round(s["mean_chars"])]
-            for k in summary["k"]:
-                scores = row["at_k"][str(k)]
-                cells += [_cell(scores["recall"]), _cell(scores["precision"]), _cell(scores["iou"])]
-            cells += [_cell(row["recall_at_budget"][str(b)]) for b in summary["budgets"]]
-            rows.append(cells)
+        head, rows = _score_table(summary, retriever)
         parts += ["", f"{retriever}:", render_table(head, rows)]
     return "\n".join(parts) + "\n"
 
@@ -163,18 +169,9 @@ def _legend(summary: Mapping[str, Any], retriever: str) -> str:
 
 
 def _table(summary: Mapping[str, Any], retriever: str) -> str:
-    splitters = {s["name"]: s for s in summary["splitters"]}
-    head = ["splitter", "chunks", "mean chars"]
-    head += [f"{m}@{k}" for k in summary["k"] for m in ("R", "P", "IoU")]
-    head += [f"R@{b:,} chars" for b in summary["budgets"]]
+    head, rows = _score_table(summary, retriever)
     lines = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-    for row in (r for r in summary["results"] if r["retriever"] == retriever):
-        s = splitters[row["splitter"]]
-        cells = [html.escape(s["name"]), f"{s['chunks']:,}", f"{s['mean_chars']:.0f}"]
-        for k in summary["k"]:
-            cells += [html.escape(_cell(row["at_k"][str(k)][m])) for m in ("recall", "precision", "iou")]
-        cells += [html.escape(_cell(row["recall_at_budget"][str(b)])) for b in summary["budgets"]]
-        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    lines += ["<tr>" + "".join(f"<td>{html.escape(format_cell(c))}</td>" for c in cells) + "</tr>" for cells in rows]
     return "\n".join([*lines, "</table>"])
 
 

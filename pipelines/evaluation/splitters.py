@@ -13,29 +13,29 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
-from typing import cast
+from typing import Any
 
 import zerda_core
 from pipelines.embed_text import check_template, render
 from pipelines.settings import ChunkingSettings
 
 TextSpans = list[tuple[int, int]]
-RankingTexts = Callable[[int, str], list[str]]  # (document number, text) -> the text ranked for each span
+Cut = tuple[TextSpans, list[str] | None]  # a document's spans, and the text each is ranked by (None: its own)
 PEERS = ("fixed", "langchain", "chonkie", "semchunk")
 
 
 @dataclass(frozen=True)
 class Splitter:
-    """A named way to cut a document into character spans; ``ranking_texts``, when set, gives the text each
-    span is ranked by (in span order) instead of the span's own text."""
+    """A named way to cut a document into character spans: ``cut(number, text)`` gives the spans of the pool's
+    document ``number`` and, for a splitter that ranks its chunks by another text than their own (zerda's
+    ``embed_text``), that text for each span, from the same cut."""
 
     name: str
     family: str
     version: str
-    spans: Callable[[str], TextSpans]
-    ranking_texts: RankingTexts | None = field(default=None, compare=False)
+    cut: Callable[[int, str], Cut]
 
 
 def version_of(dist: str) -> str:
@@ -77,55 +77,67 @@ def zerda_splitter(
     chunker = chunking.chunker()
     template = check_template(embed_text)
 
-    def spans(text: str) -> TextSpans:
-        return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)]
+    def cut(number: int, text: str) -> Cut:
+        if template is None:
+            return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)], None
+        chunks = chunker.chunk(text, doc_id=doc_ids[number] if number < len(doc_ids) else "")
+        return [(c.metadata.start_char, c.metadata.end_char) for c in chunks], [render(template, c) for c in chunks]
 
-    def ranking_texts(number: int, text: str) -> list[str]:
-        doc_id = doc_ids[number] if number < len(doc_ids) else ""
-        return [render(template, c) for c in chunker.chunk(text, doc_id=doc_id)] if template else []
-
-    return Splitter(name, "zerda", zerda_core.__version__, spans, ranking_texts if template else None)
+    return Splitter(name, "zerda", zerda_core.__version__, cut)
 
 
 def fixed_splitter(size: int) -> Splitter:
     """Windows of ``size`` characters, each starting ``size - overlap`` after the one before."""
     overlap = peer_overlap(size)
 
-    def spans(text: str) -> TextSpans:
+    def cut(number: int, text: str) -> Cut:
         # the last window starts before len - overlap, so it reaches the end of the text
         starts = range(0, max(len(text) - overlap, 1), size - overlap)
-        return [(start, min(start + size, len(text))) for start in starts]
+        return [(start, min(start + size, len(text))) for start in starts], None
 
-    return Splitter(f"fixed {size}", "fixed", "-", spans)
+    return Splitter(f"fixed {size}", "fixed", "-", cut)
 
 
-def _langchain(size: int, overlap: int) -> Callable[[str], list[str]]:
+PeerBuilder = Callable[[int, int], Callable[[str], Sequence[Any]]]  # (size, overlap) -> text -> the peer's chunks
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer chunker, counting characters: ``load()`` imports it (ImportError when it is not installed) and
+    gives how it is built at a (size, overlap); ``texts`` turns what it returns into chunk texts. The one place
+    the peers are built, for zerda-eval and the benchmarks alike."""
+
+    distribution: str
+    load: Callable[[], PeerBuilder]
+    texts: Callable[[Sequence[Any]], list[str]] = list
+
+
+def _langchain() -> PeerBuilder:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    return RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text
+    return lambda size, overlap: RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text
 
 
-def _chonkie(size: int, overlap: int) -> Callable[[str], list[str]]:
+def _chonkie() -> PeerBuilder:
     from chonkie import SentenceChunker
 
-    chunker = SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
-    return lambda text: [c.text for c in chunker.chunk(text)]
+    return lambda size, overlap: SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap).chunk
 
 
-def _semchunk(size: int, overlap: int) -> Callable[[str], list[str]]:
+def _semchunk() -> PeerBuilder:
     import semchunk
 
-    def split(text: str) -> list[str]:
-        return cast(list[str], semchunk.chunk(text, size, len, memoize=False, overlap=overlap))
+    def build(size: int, overlap: int) -> Callable[[str], Sequence[Any]]:
+        # len as the token counter; memoize=False because caching len() only slows it down
+        return lambda text: semchunk.chunk(text, size, len, memoize=False, overlap=overlap)
 
-    return split
+    return build
 
 
-# key -> (distribution, factory of a text -> chunk texts function at (size, overlap))
-PEER_FACTORIES: dict[str, tuple[str, Callable[[int, int], Callable[[str], list[str]]]]] = {
-    "langchain": ("langchain-text-splitters", _langchain),
-    "chonkie": ("chonkie", _chonkie),
-    "semchunk": ("semchunk", _semchunk),
+PEER_CHUNKERS: dict[str, Peer] = {
+    "langchain": Peer("langchain-text-splitters", _langchain),
+    "chonkie": Peer("chonkie", _chonkie, lambda chunks: [c.text for c in chunks]),
+    "semchunk": Peer("semchunk", _semchunk),
 }
 
 
@@ -133,9 +145,13 @@ def peer_splitter(key: str, size: int) -> Splitter:
     """A peer (or fixed windows) at ``size`` characters; raises ImportError when the peer is not installed."""
     if key == "fixed":
         return fixed_splitter(size)
-    dist, factory = PEER_FACTORIES[key]
-    split = factory(size, peer_overlap(size))
-    return Splitter(f"{key} {size}", key, version_of(dist), lambda text: located(text, split(text)))
+    peer = PEER_CHUNKERS[key]
+    split = peer.load()(size, peer_overlap(size))
+
+    def cut(number: int, text: str) -> Cut:
+        return located(text, peer.texts(split(text))), None
+
+    return Splitter(f"{key} {size}", key, version_of(peer.distribution), cut)
 
 
 def peer_splitters(sizes: Sequence[int], peers: Sequence[str] = PEERS, prog: str = "zerda-eval") -> list[Splitter]:

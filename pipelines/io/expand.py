@@ -26,15 +26,12 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
 
+from pipelines.errors import InputError
 from pipelines.io.identity import local_paths_below
 from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN
 from pipelines.redact import bounded, redact_url, remember_credentials
 
 log = logging.getLogger(__name__)
-
-
-class InputError(ValueError):
-    """An input pattern that matches no file; the CLI exits with code 2."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,14 @@ class InputFile:
         object.__setattr__(self, "relative_path", redact_url(self.relative_path))
         if self.stamp is not None:
             object.__setattr__(self, "stamp", redact_url(self.stamp))
+
+    @classmethod
+    def listed(cls, url: str, relative_path: str, info: dict[str, Any]) -> InputFile:
+        """The file a listing gives (``info``): its size, and its stamp made from the relative path once that
+        is redacted, so the path is redacted once and the stamp needs no redaction of its own."""
+        file = cls(url, relative_path, _size(info))
+        object.__setattr__(file, "stamp", file_stamp(info, file.relative_path))
+        return file
 
 
 def sample_corpus_glob() -> str:
@@ -180,7 +185,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
         except OSError:  # a broken symlink: the reader says so
             info = {}
         relative = path.rsplit("/", 1)[-1]
-        return [InputFile(_url(fs, path), relative, _size(info), file_stamp(info, relative))], []
+        return [InputFile.listed(_url(fs, path), relative, info)], []
     else:
         return [], []
     files, skipped = [], []
@@ -191,7 +196,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
             if any(part.startswith((".", "_")) for part in relative.split("/")):
                 skipped.append(relative)
             else:
-                files.append(InputFile(_url(fs, file), relative, _size(detail), file_stamp(detail, relative)))
+                files.append(InputFile.listed(_url(fs, file), relative, detail))
     return files, skipped
 
 

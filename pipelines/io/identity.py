@@ -67,7 +67,7 @@ def _through_mounts(root: str, real: str) -> str | None:
     root_place, real_place = _place(root, mounts), _place(real, mounts)
     if root_place is None or real_place is None or root_place[0] != real_place[0]:
         return None
-    inside = _relative(real_place[1], root_place[1])
+    inside = relative_to(real_place[1], root_place[1])
     return None if inside is None else _join(root, inside)
 
 
@@ -76,12 +76,12 @@ def _place(real: str, mounts: tuple[tuple[str, str, str], ...]) -> tuple[str, st
     on: a bind mount of ``/data/corpus`` at ``/mnt/b`` shows ``/mnt/b/x`` as ``/data/corpus/x`` on ``/data``'s."""
     best: tuple[str, str, str] | None = None
     for device, fs_root, point in mounts:
-        if _relative(real, point) is not None and (best is None or len(point) >= len(best[2])):
+        if relative_to(real, point) is not None and (best is None or len(point) >= len(best[2])):
             best = (device, fs_root, point)  # the longest mount point; on a tie the later mount, which hides
     if best is None:
         return None
     device, fs_root, point = best
-    return device, _join(fs_root, _relative(real, point) or "")
+    return device, _join(fs_root, relative_to(real, point) or "")
 
 
 def _mounts() -> tuple[tuple[str, str, str], ...]:
@@ -116,7 +116,7 @@ def _ancestors(path: str) -> Iterator[str]:
         path = parent
 
 
-def _relative(path: str, folder: str) -> str | None:
+def relative_to(path: str, folder: str) -> str | None:
     """``path`` relative to ``folder`` ('' for the folder itself); None when it is not below it."""
     folder = folder.rstrip("/")
     if path == folder or (not folder and path == "/"):

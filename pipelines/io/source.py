@@ -59,18 +59,20 @@ _ENVIRONMENT_ERRNOS = _TRANSIENT_ERRNOS | frozenset(
 
 
 def fault_kind(error: BaseException) -> FaultKind:
-    """Whose fault an error is, from its code and those of the errors it was raised from: ``transient`` (may
-    pass if tried again), ``environment`` (the worker's: temp disk full, out of memory; ``transient`` is one
-    too), or ``data`` (the file's: corrupt gzip, a bad Parquet footer, undecodable bytes), the only one a
-    reject may record."""
+    """Whose fault an error is, from its class and code and those of the errors it was raised from:
+    ``transient`` (may pass if tried again), ``environment`` (the worker's: temp disk full, out of memory, a
+    permission denied, locally or by an object store; ``transient`` is one too), or ``data`` (the file's:
+    corrupt gzip, a bad Parquet footer, undecodable bytes), the only one a reject may record."""
     kind: FaultKind = "data"
     for err in chain(error):
         if isinstance(err, ConnectionError | TimeoutError) or (
             isinstance(err, OSError) and err.errno in _TRANSIENT_ERRNOS
         ):
             return "transient"
-        if isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno in _ENVIRONMENT_ERRNOS):
-            kind = "environment"
+        if isinstance(err, MemoryError | PermissionError) or (
+            isinstance(err, OSError) and err.errno in _ENVIRONMENT_ERRNOS
+        ):
+            kind = "environment"  # by its class too: an object store's denial (s3fs's AccessDenied) has no errno
     return kind
 
 
@@ -170,7 +172,7 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
     yield FileReport(ctx.source, stored.bytes_read, emitted, error)
 
 
-_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError)  # a denial is the environment's
 
 
 def _open(url: str) -> IO[bytes]:

@@ -14,7 +14,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 import zerda_core
 from pipelines.errors import OutputError
-from pipelines.io.identity import local_paths_below
+from pipelines.io.identity import local_paths_below, relative_to
 from pipelines.redact import bounded, install, redact_url, remember_credentials
 from pipelines.report.page import GENERATOR, render_html
 from pipelines.report.scan import load_report
@@ -110,10 +110,12 @@ def _refuse_html_target(html: str, output: str, force: bool) -> str | None:
         return None
     if fs.protocol == fs_out.protocol:
         root = posixpath.normpath(root)
-        local = isinstance(fs, LocalFileSystem)
-        names = local_paths_below(os.path.realpath(root), path) if local else [posixpath.normpath(path)]
-        root = os.path.realpath(root) if local else root
-        if any(name == root or name.startswith(root.rstrip("/") + "/") for name in names):
+        if isinstance(fs, LocalFileSystem):
+            root = os.path.realpath(root)
+            names = local_paths_below(root, path)
+        else:
+            names = [posixpath.normpath(path)]
+        if any(relative_to(name, root) is not None for name in names):
             return f"--html {html} is inside the output being reported ({output}): write the page elsewhere"
     if force:
         return None

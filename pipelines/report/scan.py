@@ -5,7 +5,8 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import fsspec
@@ -233,10 +234,12 @@ def _cut(text: str) -> str:
     return text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS].rstrip() + "…"
 
 
-def load_report(url: str) -> Report:
-    """Read a finished output; ``OutputError`` (one line) if it is missing, unfinished, changed or unreadable."""
+@contextmanager
+def reading_output(url: str) -> Iterator[None]:
+    """Any error reading the output at ``url`` (opening, its manifest, listing its folders) as one
+    ``OutputError`` line: the command line exits 2 with it, not with a traceback."""
     try:
-        return _load_report(url)
+        yield
     except OutputError:
         raise
     except (OSError, ValueError, ImportError, pa.ArrowException) as err:  # storage, a bad URL, a broken file
@@ -245,6 +248,12 @@ def load_report(url: str) -> Report:
         raise OutputError(
             f"cannot read the output {redact_url(url)}: {type(err).__name__}: {redact_url(str(err))}"
         ) from err
+
+
+def load_report(url: str) -> Report:
+    """Read a finished output; ``OutputError`` (one line) if it is missing, unfinished, changed or unreadable."""
+    with reading_output(url):
+        return _load_report(url)
 
 
 def _load_report(url: str) -> Report:

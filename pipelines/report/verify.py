@@ -9,6 +9,7 @@ compared with the manifest's entry, and the rows of each folder with the manifes
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections import defaultdict
 from collections.abc import Mapping
@@ -19,11 +20,11 @@ import fsspec
 import pyarrow.parquet as pq
 
 from pipelines.errors import OutputError
-from pipelines.io.ownership import is_dataset_entry
+from pipelines.io.ownership import dataset_files
 from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE
 from pipelines.output.manifest import Manifest, folder_rows
 from pipelines.redact import bounded
-from pipelines.report.scan import open_output
+from pipelines.report.scan import open_output, reading_output
 
 _BATCH_ROWS = 4096  # rows decoded at once: memory follows a batch, not a file
 
@@ -38,7 +39,13 @@ class Verification:
 
 
 def verify_output(url: str) -> Verification:
-    """Read and check a finished output; ``OutputError`` when there is none, or its manifest lists no files."""
+    """Read and check a finished output; ``OutputError`` (one line) when there is none, its manifest lists no
+    files, or it cannot be opened or listed. A file that cannot be read is a problem named in the result."""
+    with reading_output(url):
+        return _verify_output(url)
+
+
+def _verify_output(url: str) -> Verification:
     fs, root = open_output(url)
     manifest = Manifest.load(fs, root)
     listed = manifest.files
@@ -62,8 +69,9 @@ def verify_output(url: str) -> Verification:
 def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, Any]) -> tuple[int, str | None]:
     """The rows of one listed file, decoded whole with page checksums checked, and what is wrong with it."""
     try:
-        size = fs.size(path)
         with fs.open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)  # known from opening it: no request of its own on an object store
+            f.seek(0)
             parquet = pq.ParquetFile(f, page_checksum_verification=True)
             read = sum(batch.num_rows for batch in parquet.iter_batches(batch_size=_BATCH_ROWS))
     except FileNotFoundError:
@@ -89,18 +97,11 @@ def _count_problems(rows: Mapping[str, int], counts: Mapping[str, Any]) -> list[
 
 
 def _unlisted(fs: fsspec.AbstractFileSystem, root: str, entries: Mapping[str, Any]) -> list[str]:
-    """Files in the dataset folders the manifest does not list, which the dataset's readers would read too
-    (hidden names, which they skip, left out)."""
-    found = []
-    for entry in fs.ls(root, detail=False):
-        name = posixpath.basename(entry.rstrip("/"))
-        if not is_dataset_entry(name) or not fs.isdir(entry):
-            continue
-        for path in fs.find(entry):
-            relative = posixpath.relpath(path, root)
-            if relative not in entries and not any(p.startswith((".", "_")) for p in relative.split("/")[1:]):
-                found.append(relative)
-    return sorted(found)
+    """Files in the dataset folders the manifest does not list, which the dataset's readers would read too, as
+    the commit finds them (:func:`dataset_files`: hidden names and an object store's folder markers left out)."""
+    found = dataset_files(fs, root)
+    relatives = (posixpath.relpath(path, root) for path in (*found.ours, *found.foreign))
+    return sorted(relative for relative in relatives if relative not in entries)
 
 
 def render_verification(url: str, result: Verification) -> str:
