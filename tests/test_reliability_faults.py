@@ -242,8 +242,8 @@ def test_repeated_bundles_and_a_repeated_commit_double_nothing(
     manifest = run([*argv, "--direct_runner_bundle_repeat=1"])
 
     assert len(commits) == 2, "the commit ran twice: a retried commit"
-    committed = len(manifest["output"]["files"])
-    assert len(staged) >= 2 * committed, "every bundle staged its files twice"
+    written = [e for e in manifest["output"]["files"] if not e["path"].startswith("_index/")]  # index: one a task
+    assert len(staged) >= 2 * len(written), "every bundle staged its files twice"
     assert_clean(output, manifest)
     assert chunk_rows(output) == chunk_rows(fault_reference)
     assert reject_rows(output) == reject_rows(fault_reference)
