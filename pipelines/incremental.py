@@ -6,30 +6,33 @@ the manifest's character counts, the chunk ids and the chunk file holding the do
 ``OUTPUT/_changes/part-*.pq``: the chunk ids this run added and removed against the previous committed
 output (``CHANGES_SCHEMA``).
 
+The index is partitioned by source (:func:`partition_of`): ``_index/part-J-of-P.pq`` holds the documents of
+the sources in partition J of P, sorted by source, so one source's rows are a few row groups of one file.
+
 With ``--incremental``, :func:`read_previous` (at launch, before anything is written) decides from the
 previous output's ``_SUCCESS``, manifest and index whether its rows can be reused: the same settings
 fingerprint and zerda version, else the run is a full one and says why. Then::
 
-    records ─► Classify ─┬─► unchanged: rows stay; summaries from the index ─► manifest
-                         └─► new or changed: ChunkDocuments ─► WriteChunks ─► files, index row per document
-    previous index ┐
-    hashes, rows ──┴─► CoGroupByKey per (source, doc id) ─► new index rows, change rows, change counts,
-                                                           (chunk file, key) of each row leaving its file
+    records ─► Classify (the previous index slice of each source met) ─┬─► unchanged: rows stay; summaries
+                                                                       └─► new or changed: ChunkDocuments ─►
+                                          WriteChunks ─► files, and an index row per document naming its file
+    partitions, unread sources ┐
+    hashes, new index rows ────┴─► CoGroupByKey per partition ─► ComparePartition (reads that partition of the
+          previous index) ─► its index file, change rows and counts, (chunk file, key) of each row leaving its file
     leaving rows ─► GroupByKey per chunk file ─► CarryRows: that file without them, under its own name
     previous chunk files ─► KeepUntouched: the others, kept where they are, unread
 
 An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
 times and inode or ETag: ``pipelines.io.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
-``_CarryFiles`` gives, from the previous index and rejects, what ``Classify`` would have given for its
-records (summaries), its rejects, its index rows and its previous report.
+``_CarryFiles`` gives, from the previous index and rejects, the summaries of its documents, its rejects and
+its previous report; its index rows are carried by its partition's comparison.
 
 A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
-Changes are found per (source, doc id), all the documents that can share a chunk id, so one shuffle
-gives the final change rows (a group of one id repeated a million times in one file is held at once).
-Only the keys of rows that leave their file are shuffled to the carry, so its work grows with the change.
+Changes are found per (source, doc id), all the documents that can share a chunk id. What is shuffled is
+this run's keys, hashes and chunk ids, never texts or previous index rows; a worker holds a few sources'
+slices of the previous index, a comparing task one partition (about ``_DOCUMENTS_PER_PARTITION`` documents).
 The previous files are only read, and stay committed and readable until the commit replaces the dataset,
 so a failed or killed run leaves them whole.
-Limitation: each worker holds the previous index's keys and hashes in memory (about 200 bytes a document).
 """
 
 from __future__ import annotations

@@ -302,6 +302,40 @@ def test_an_index_of_an_older_format_or_edited_runs_in_full_against_nothing_and_
         assert "cannot be read: _index/part-00000-of-00001.pq" in capfd.readouterr().err
 
 
+@pytest.mark.parametrize(("before", "after"), [(1, 8), (8, 1), (4, 4)])
+def test_an_index_of_another_partition_count_compares_alike(
+    before: int, after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is read by partition whatever the number the previous run chose (a corpus grew or shrank):
+    the incremental run equals a full one, its changes and counts included, and writes its own partitions."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    monkeypatch.setattr(pipelines.incremental, "index_partitions", lambda documents: before)
+    run(_argv(corpus, output))
+    assert {p.name.split("-of-")[1] for p in (output / "_index").iterdir()} == {f"{before:05d}.pq"}
+    _corpus_v2(corpus)
+    monkeypatch.setattr(pipelines.incremental, "index_partitions", lambda documents: after)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    assert {p.name.split("-of-")[1] for p in (output / "_index").iterdir()} == {f"{after:05d}.pq"}
+    assert manifest["changes"]["incremental"] is True and manifest["changes"]["files_unchanged"] == 1
+    assert {k: v for k, v in manifest["changes"].items() if k.startswith("documents_")} == {
+        "documents_added": 3,
+        "documents_changed": 1,
+        "documents_removed": 3,
+        "documents_unchanged": 8,
+    }
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    assert _index(output) == _index(fresh)
+    for path in (output / "_index").iterdir():  # each file holds its partition's sources, sorted
+        sources = pq.read_table(path, columns=["source"])["source"].to_pylist()
+        partition = int(path.name.split("-")[1])
+        assert sources == sorted(sources) and {pipelines.incremental.partition_of(s, after) for s in sources} == {
+            partition
+        }
+
+
 def _sorted_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted(tuple(map(str, row.values())) for row in rows)
 
