@@ -60,20 +60,18 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
-from pipelines.errors import ManifestError, OutputError, without_beam_steps
+from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
 from pipelines.io.ownership import staged_as
 from pipelines.io.source import fault_kind
 from pipelines.io.write import (
-    DIGEST_KEY,
     DOCUMENTS,
     EmptyFileIfNone,
     StagedFile,
     WriteDescribedChunks,
     WriteRows,
     _absolute_url,
-    sha256_of,
     stage_table,
 )
 from pipelines.layout import (
@@ -205,16 +203,15 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     if manifest.files is None:
         why = "it lists no files: an output of an older zerda"
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
-    entries = {entry["path"]: (entry.get("bytes"), entry.get(DIGEST_KEY)) for entry in manifest.files}
+    entries = {entry["path"]: entry.get("bytes") for entry in manifest.files}
     rows = {entry["path"]: entry.get("rows") for entry in manifest.files}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
     listed = fs.find(root if incremental else f"{root}/{INDEX_DIR}", detail=True)
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
-    missing = [path for path in checked if path not in present or _resized(entries[path][0], present[path])]
+    missing = [path for path in checked if path not in present or _resized(entries[path], present[path])]
     missing += [path for path in files if path.startswith(f"{PARTITION_COLUMN}=") and not _count(rows[path])]
-    missing += [p for p in index if p not in missing and _rehashed(fs, f"{root}/{p}", entries[p][1])]
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     partitions, parts = _index_partitions(index)
@@ -334,20 +331,6 @@ def _resized(committed: int | None, now: int | None) -> bool:
     return committed is not None and now is not None and committed != now
 
 
-def _rehashed(fs: AbstractFileSystem, path: str, committed: object) -> bool:
-    """Not the file committed, though of its size: its SHA-256 differs from the one the manifest recorded
-    (``_index`` files: a bad sector, a byte edited by hand). An older manifest records none: size alone then."""
-    if not isinstance(committed, str):
-        return False
-    try:
-        with fs.open(path, "rb") as f:
-            return sha256_of(f) != committed
-    except OSError as err:  # gone since the listing: missing; else denied, an I/O error: see _read_bytes
-        if isinstance(err, FileNotFoundError):
-            return True
-        raise _unreadable(path, err) from err
-
-
 def _can_carry(manifest: Manifest, fingerprint: str, incremental: bool, has_index: bool) -> tuple[bool, str]:
     version = manifest.zerda_version
     if not incremental:
@@ -362,13 +345,14 @@ def _can_carry(manifest: Manifest, fingerprint: str, incremental: bool, has_inde
 
 
 def _read_table(url: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
-    """A Parquet file of the previous output, tried again after a transient fault (:func:`fault_kind`: an I/O
-    error, a timeout), with back-off: one passing hiccup must not turn the run into a full one
-    (:func:`unreadable_carry`). A file that decodes wrongly fails at once: reading it again gives the same."""
+    """A Parquet file of the previous output, each page checked against its CRC (zerda writes one: a byte
+    changed on disk fails the read, see :func:`unreadable_carry`), tried again after a transient fault
+    (:func:`fault_kind`: an I/O error, a timeout), with back-off: one passing hiccup must not turn the run into
+    a full one. A file that decodes wrongly fails at once: reading it again gives the same."""
 
     def read() -> pa.Table:
         with fsspec.open(url, "rb") as f:
-            return pq.read_table(f, columns=columns, filters=filters)
+            return pq.read_table(f, columns=columns, filters=filters, page_checksum_verification=True)
 
     for wait in _READ_RETRY_SECONDS:
         try:
@@ -404,8 +388,21 @@ def read_index(previous: Previous, sources: Iterable[str], columns: Sequence[str
             found = _read_table(f"{previous.root}/{path}", list(columns), [("source", "in", sorted(wanted[part]))])
             tables.append(found.select(list(columns)).cast(table.schema))
         except (OSError, pa.ArrowException, KeyError) as err:
-            raise RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(err)})") from err
+            raise _index_failure(path, err) from err
     return pa.concat_tables(tables)
+
+
+def _index_failure(path: str, error: BaseException) -> Exception:
+    """What a failed read of a previous index file raises: damage (a CRC, a column gone) fails the attempt for
+    the launcher to run again in full without the index (:func:`unreadable_carry`); a fault of the storage or
+    the worker (denied, an I/O error past the retries) fails the run with one line, OUTPUT as it was: a full
+    run against no index would list no removed chunk, and downstream would keep them."""
+    kind = fault_kind(error)
+    if kind == "data":
+        return RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(error)})")
+    return EnvironmentFault(
+        f"cannot read the previous output's {path}, not for its content ({kind} fault): {_why(error)}"
+    )
 
 
 class _Classify(beam.DoFn):
@@ -667,7 +664,7 @@ class _ComparePartition(beam.DoFn):
             try:
                 tables.append(_read_table(f"{previous.root}/{path}").select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA))
             except (OSError, pa.ArrowException, KeyError) as err:
-                raise RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(err)})") from err
+                raise _index_failure(path, err) from err
         table = pa.concat_tables(tables)
         if previous.index_partitions < ours:  # a previous partition is split between several of ours
             sources = table.column("source").unique().to_pylist()

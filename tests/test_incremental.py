@@ -284,7 +284,6 @@ def test_an_index_of_an_older_format_or_edited_runs_in_full_against_nothing_and_
             else:
                 pq.write_table(pq.read_table(path).drop_columns(["chunk_file"]), path)
             entry["bytes"] = path.stat().st_size
-            entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     _write_jsonl(corpus / "a.jsonl", [("a1", _doc(1)), ("a3", _doc(3))])
     second = run(_argv(corpus, output, "--incremental"))
@@ -536,7 +535,7 @@ def edited_after_a_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         ("_index/", "deleted"),
         ("density_bucket=", "cut"),
         ("_index/", "garbage"),
-        ("_index/", "flipped"),  # bytes changed, the size the same: known from the hash the manifest recorded
+        ("_index/", "flipped"),  # bytes changed, the size the same: known from the CRC of its pages when read
     ],
 )
 def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
@@ -558,7 +557,8 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
     manifest = run(_argv(corpus, output, "--incremental"))
     assert _rows(output) == _rows(fresh)
     assert manifest["changes"]["incremental"] is False
-    assert manifest["changes"]["reason"].startswith("full run: the previous output is incomplete (1 file(s)")
+    why = "a previous index file cannot be read" if how == "flipped" else "the previous output is incomplete (1 file(s)"
+    assert manifest["changes"]["reason"].startswith(f"full run: {why}")
     assert victim in manifest["changes"]["reason"]
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True  # whole again
 
@@ -631,7 +631,6 @@ def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     [
         ("_manifest.json", PermissionError(13, "Permission denied")),
         ("_manifest.json", OSError(5, "Input/output error")),
-        ("_index/", OSError(5, "Input/output error")),
         ("_rejects/", TimeoutError("read timed out")),
     ],
 )
@@ -657,6 +656,39 @@ def test_a_previous_file_the_run_cannot_read_exits_2_naming_it(
             read_previous(str(previous), fingerprint, incremental=incremental)
         if victim == "_rejects/":
             break  # read for an incremental run only
+
+
+@pytest.mark.parametrize("error", [PermissionError(13, "Permission denied"), OSError(5, "Input/output error")])
+def test_an_index_file_the_workers_cannot_read_fails_the_run_in_one_line_touching_nothing(
+    error: OSError,
+    edited_after_a_run: tuple[Path, Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The index is read by the workers, by partition: a denied read, or an I/O error past the retries, is the
+    storage's fault, not the index's. The run fails (exit 1) with one line naming the file, and OUTPUT keeps
+    its previous output: a full run against no index would list no removed chunk."""
+    corpus, previous, _ = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    before = {str(p.relative_to(output)): p.read_bytes() for p in output.rglob("*") if p.is_file()}
+    real_open = LocalFileSystem._open
+
+    def fail(self: LocalFileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
+        if "/_index/" in path:
+            raise error
+        return real_open(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "_open", fail)
+    monkeypatch.setattr(pipelines.incremental, "_READ_RETRY_SECONDS", (0.0, 0.0))
+    capsys.readouterr()
+    assert main(_argv(corpus, output, "--incremental")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("zerda: error: cannot read the previous output's _index/part-00000-of-00001.pq")
+    assert type(error).__name__ in err[-1] and "Traceback" not in "\n".join(err)
+    after = {str(p.relative_to(output)): p.read_bytes() for p in output.rglob("*") if p.is_file()}
+    assert after == before
 
 
 def test_a_previous_manifest_of_a_newer_format_exits_2_naming_both_and_touches_nothing(

@@ -40,7 +40,6 @@ footer names the path this run staged them as. Batch (global window) only.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import itertools
 import logging
@@ -70,7 +69,6 @@ from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_
 from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.layout import (
     CHUNK_SUFFIX,
-    INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
@@ -87,8 +85,6 @@ log = logging.getLogger("zerda")
 
 DEFAULT_MAX_ROWS_PER_FILE = 100_000
 _MOVE_THREADS = 16  # object stores move by copy + delete: do many at once
-_DIGEST_BLOCK = 1 << 20
-DIGEST_KEY = "sha256"  # a manifest file entry's key: the hash of an _index file's bytes
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 DOCUMENTS = "documents"  # WriteDescribedChunks: what each document's rows are described as
 Describe = Callable[[list[Mapping[str, Any]], str], Any]  # (a document's rows, the path of their file) -> anything
@@ -737,21 +733,14 @@ def _is_counted(directory: str) -> bool:
 
 
 def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> dict[str, Any]:
-    """The manifest entry of a committed file (path, rows, bytes; the SHA-256 of an ``_index`` file), after
-    checking it is the file staged with the rows staged.
-
-    An incremental run decides from the previous index what it need not chunk again, so a corruption that
-    keeps the size (a bad sector) must be found there: it is, from the recorded hash
-    (``pipelines.incremental``). Only index files are hashed: the dataset's are far larger, and re-reading
-    them whole at every commit would cost as much as writing them."""
+    """The manifest entry of a committed file (path, rows, bytes), after checking it is the file staged with
+    the rows staged. Only the footer is read: a corruption that keeps the size (a bad sector) is found by the
+    CRC of each page (written with every file) when the file is next read."""
     try:
         with fs.open(f"{root}/{final}", "rb") as f:
             metadata = pq.read_metadata(f)
             size = f.seek(0, io.SEEK_END)  # known to the open file: no further request
             entry = {"path": final, "rows": metadata.num_rows, "bytes": size}
-            if staged.directory == INDEX_DIR:
-                f.seek(0)
-                entry[DIGEST_KEY] = sha256_of(f)
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
     written_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
@@ -761,14 +750,6 @@ def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -
             f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
         )
     return entry
-
-
-def sha256_of(f: Any) -> str:
-    """The SHA-256 of an open file's bytes from where it stands, read a block at a time."""
-    digest = hashlib.sha256()
-    while block := f.read(_DIGEST_BLOCK):
-        digest.update(block)
-    return digest.hexdigest()
 
 
 def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
