@@ -26,6 +26,7 @@ from zerda_core.chunks.charclasses import (
     SPACE,
     Classes,
     Codes,
+    Mask,
     Offsets,
     code_points,
     runs,
@@ -129,15 +130,15 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
     lengths = ends - starts
+    word_chars = int(lengths.sum())
     letters = (classes & ARABIC_LETTER) != 0
     arabic_words = long_words = 0
     if letters.any():
-        letters_before = np.zeros(len(letters) + 1, np.int32)
-        np.cumsum(letters, out=letters_before[1:])
+        letters_before = _letters_before(letters)
         arabic = letters_before[ends] > letters_before[starts]
         arabic_words = int(np.count_nonzero(arabic))
         lengths = lengths[~arabic]
-        long_words = _long_arabic_words(classes)
+        long_words = _long_arabic_words(classes, letters_before)
     long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
     tech_hits = (
         _technical_words(window, codes, starts, ends)
@@ -146,14 +147,24 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
         + len(_COMPLEXITY.findall(window))
     )
     distinct, block_words = _vocabulary(window, starts, ends)
-    return len(starts), int((ends - starts).sum()), tech_hits, long_words, arabic_words, distinct, block_words
+    return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
-def _long_arabic_words(classes: Classes) -> int:
-    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped: runs once they are dropped."""
-    letters = (classes[(classes & ARABIC_DIACRITIC) == 0] & ARABIC_LETTER) != 0
-    starts, ends = runs(letters)
-    return int(np.count_nonzero(ends - starts >= ARABIC_LONG_WORD))
+def _letters_before(letters: Mask) -> npt.NDArray[np.int32]:
+    """How many of the first ``i`` characters are letters, for every ``i`` from 0 to ``len(letters)``."""
+    before = np.zeros(len(letters) + 1, np.int32)
+    np.cumsum(letters, out=before[1:])
+    return before
+
+
+def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) -> int:
+    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped.
+
+    Dropping the diacritics joins the letters of a run of letters and diacritics, and only those: the long
+    words are the runs of letters and diacritics holding 7+ letters (``letters_before`` counts them).
+    """
+    starts, ends = runs((classes & (ARABIC_LETTER | ARABIC_DIACRITIC)) != 0)
+    return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
 def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint32]:
