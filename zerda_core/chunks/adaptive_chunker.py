@@ -334,8 +334,7 @@ class AdaptiveChunker(BaseChunker):
             for chunk, count in zip(chunks, token_counts, strict=True):
                 chunk.metadata.extra["token_count"] = count
         if structure.heading_starts:
-            for chunk in chunks:
-                section = structure.section_at(chunk.metadata.start_char)
+            for chunk, section in zip(chunks, structure.sections_at([start for start, _, _ in spans]), strict=True):
                 if section:
                     chunk.metadata.extra["section"] = section
         return chunks
@@ -456,10 +455,6 @@ def _cluster_start(text: str, i: int, floor: int) -> int:
     return i if _continues_cluster(text, j) or j == floor else j
 
 
-def _one_target(_start: int | None) -> None:
-    """A document with one target: nothing to change when a chunk starts."""
-
-
 class _Cutter:
     """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most their target.
 
@@ -486,15 +481,21 @@ class _Cutter:
         self.sizing = sizing
         self.max_overlap = overlap
         self.min_chunk_size = min_chunk_size
+        self.blocks = len(sizing.starts)
         self.block = 0
-        self._aim(0)
+        self.target = sizing.targets[0]
+        self.overlap = min(overlap, self.target // 2)
 
-    def _aim(self, start: int | None) -> None:
-        """Take the target and overlap of the block holding ``start`` (a new chunk's start)."""
-        if start is not None:
+    def _aim(self, start: int | None) -> int:
+        """Take the target and overlap of the block holding ``start`` (a new chunk's start), and return the
+        chunk's reach: the farthest end its target allows (0 when no chunk is open)."""
+        if start is None:
+            return 0
+        if self.blocks > 1:
             self.block = self.sizing.block_at(start)
-        self.target = self.sizing.targets[self.block]
-        self.overlap = min(self.max_overlap, self.target // 2)
+            self.target = self.sizing.targets[self.block]
+            self.overlap = min(self.max_overlap, self.target // 2)
+        return self.measure.ahead(start, self.target)
 
     def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
         """Chunks as ``(start, end, block)``."""
@@ -502,16 +503,14 @@ class _Cutter:
         start: int | None = None  # the open chunk's start; it may lie inside the previous chunk
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
+        limit = 0  # the open chunk's reach (``_aim``)
         s = ends.start_after(0)  # the current sentence's start
-        aim = self._aim if len(self.sizing.starts) > 1 else _one_target
-        ahead = self.measure.ahead
         while s < len(self.text):
             e = ends.first_after(s)
             while True:
-                if start is None or (not fresh and ahead(start, self.target) <= s):
+                if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
-                    aim(start)
-                limit = ahead(start, self.target)
+                    limit = self._aim(start)
                 if e <= limit:  # this sentence fits, and maybe more after it
                     end, fresh = ends.last_within(limit), True
                     break
@@ -522,12 +521,12 @@ class _Cutter:
                         e = ends.first_after(s)
                     chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
-                    aim(start)
+                    limit = self._aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
-                aim(start)
+                limit = self._aim(start)
             s = ends.start_after(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))
