@@ -130,10 +130,10 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
     lengths = ends - starts
-    word_chars = int(lengths.sum())
+    word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
     letters = (classes & ARABIC_LETTER) != 0
     arabic_words = long_words = 0
-    if letters.any():
+    if np.count_nonzero(letters):
         letters_before = _letters_before(letters)
         arabic = letters_before[ends] > letters_before[starts]
         arabic_words = int(np.count_nonzero(arabic))
@@ -153,7 +153,7 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
 def _letters_before(letters: Mask) -> npt.NDArray[np.int32]:
     """How many of the first ``i`` characters are letters, for every ``i`` from 0 to ``len(letters)``."""
     before = np.zeros(len(letters) + 1, np.int32)
-    np.cumsum(letters, out=before[1:])
+    letters.cumsum(out=before[1:])
     return before
 
 
@@ -196,7 +196,7 @@ _TECHNICAL_SLOTS = _technical_slots()
 def _technical_words(window: str, codes: Codes, starts: Offsets, ends: Offsets) -> int:
     """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
     compared, so most tokens are never built or hashed as strings."""
-    found = np.flatnonzero(_TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)))
+    found = _TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)).nonzero()[0]
     spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
     return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
 
