@@ -131,9 +131,9 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
         return 0, 0, 0, 0, 0, 0, 0
     lengths = ends - starts
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
-    letters = (classes & ARABIC_LETTER) != 0
     arabic_words = long_words = 0
-    if np.count_nonzero(letters):
+    letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
+    if letters is not None and np.count_nonzero(letters):
         letters_before = _letters_before(letters)
         arabic = letters_before[ends] > letters_before[starts]
         arabic_words = int(np.count_nonzero(arabic))
