@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.common import DATA
 from tests.debian_texts import LICENSES, PYTHON_LIB, handbook_pairs, mixed_corpus, require
 from zerda_core.chunks import charclasses
-from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density, _long_arabic_words
+from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density, _letters_before, _long_arabic_words
 from zerda_core.chunks.charclasses import CODE_PUNCTUATION, code_points
 from zerda_core.chunks.language import _LATIN_LETTERS, detect_language
 
@@ -62,7 +62,9 @@ def test_arabic_diacritics_do_not_count_as_letters() -> None:
 @given(st.text(alphabet="كتبمرسلاو\u064b\u064e\u0650\u0651\u0652 ،.\n", max_size=80))
 def test_long_arabic_words_are_counted_as_if_diacritics_were_removed(text: str) -> None:
     without_marks = re.sub("[\u064b-\u0652]", "", text)
-    assert _long_arabic_words(code_points(text)[1]) == len(re.findall("[\u0620-\u064a]{7,}", without_marks))
+    classes = code_points(text)[1]
+    letters_before = _letters_before((classes & charclasses.ARABIC_LETTER) != 0)
+    assert _long_arabic_words(classes, letters_before) == len(re.findall("[\u0620-\u064a]{7,}", without_marks))
 
 
 def test_code_is_denser_than_narrative_on_shipped_texts() -> None:

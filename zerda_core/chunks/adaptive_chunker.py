@@ -26,6 +26,7 @@ from zerda_core.chunks.charclasses import (
     SPACE,
     Classes,
     Codes,
+    Mask,
     Offsets,
     code_points,
     runs,
@@ -129,15 +130,15 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
     lengths = ends - starts
-    letters = (classes & ARABIC_LETTER) != 0
+    word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
     arabic_words = long_words = 0
-    if letters.any():
-        letters_before = np.zeros(len(letters) + 1, np.int32)
-        np.cumsum(letters, out=letters_before[1:])
+    letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
+    if letters is not None and np.count_nonzero(letters):
+        letters_before = _letters_before(letters)
         arabic = letters_before[ends] > letters_before[starts]
         arabic_words = int(np.count_nonzero(arabic))
         lengths = lengths[~arabic]
-        long_words = _long_arabic_words(classes)
+        long_words = _long_arabic_words(classes, letters_before)
     long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
     tech_hits = (
         _technical_words(window, codes, starts, ends)
@@ -146,14 +147,24 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
         + len(_COMPLEXITY.findall(window))
     )
     distinct, block_words = _vocabulary(window, starts, ends)
-    return len(starts), int((ends - starts).sum()), tech_hits, long_words, arabic_words, distinct, block_words
+    return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
-def _long_arabic_words(classes: Classes) -> int:
-    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped: runs once they are dropped."""
-    letters = (classes[(classes & ARABIC_DIACRITIC) == 0] & ARABIC_LETTER) != 0
-    starts, ends = runs(letters)
-    return int(np.count_nonzero(ends - starts >= ARABIC_LONG_WORD))
+def _letters_before(letters: Mask) -> npt.NDArray[np.int32]:
+    """How many of the first ``i`` characters are letters, for every ``i`` from 0 to ``len(letters)``."""
+    before = np.zeros(len(letters) + 1, np.int32)
+    letters.cumsum(out=before[1:])
+    return before
+
+
+def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) -> int:
+    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped.
+
+    Dropping the diacritics joins the letters of a run of letters and diacritics, and only those: the long
+    words are the runs of letters and diacritics holding 7+ letters (``letters_before`` counts them).
+    """
+    starts, ends = runs((classes & (ARABIC_LETTER | ARABIC_DIACRITIC)) != 0)
+    return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
 def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint32]:
@@ -185,7 +196,7 @@ _TECHNICAL_SLOTS = _technical_slots()
 def _technical_words(window: str, codes: Codes, starts: Offsets, ends: Offsets) -> int:
     """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
     compared, so most tokens are never built or hashed as strings."""
-    found = np.flatnonzero(_TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)))
+    found = _TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)).nonzero()[0]
     spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
     return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
 
@@ -323,8 +334,7 @@ class AdaptiveChunker(BaseChunker):
             for chunk, count in zip(chunks, token_counts, strict=True):
                 chunk.metadata.extra["token_count"] = count
         if structure.heading_starts:
-            for chunk in chunks:
-                section = structure.section_at(chunk.metadata.start_char)
+            for chunk, section in zip(chunks, structure.sections_at([start for start, _, _ in spans]), strict=True):
                 if section:
                     chunk.metadata.extra["section"] = section
         return chunks
@@ -445,10 +455,6 @@ def _cluster_start(text: str, i: int, floor: int) -> int:
     return i if _continues_cluster(text, j) or j == floor else j
 
 
-def _one_target(_start: int | None) -> None:
-    """A document with one target: nothing to change when a chunk starts."""
-
-
 class _Cutter:
     """Packs sentences (between the ends ``SentenceEnds`` finds) into chunks of at most their target.
 
@@ -475,15 +481,21 @@ class _Cutter:
         self.sizing = sizing
         self.max_overlap = overlap
         self.min_chunk_size = min_chunk_size
+        self.blocks = len(sizing.starts)
         self.block = 0
-        self._aim(0)
+        self.target = sizing.targets[0]
+        self.overlap = min(overlap, self.target // 2)
 
-    def _aim(self, start: int | None) -> None:
-        """Take the target and overlap of the block holding ``start`` (a new chunk's start)."""
-        if start is not None:
+    def _aim(self, start: int | None) -> int:
+        """Take the target and overlap of the block holding ``start`` (a new chunk's start), and return the
+        chunk's reach: the farthest end its target allows (0 when no chunk is open)."""
+        if start is None:
+            return 0
+        if self.blocks > 1:
             self.block = self.sizing.block_at(start)
-        self.target = self.sizing.targets[self.block]
-        self.overlap = min(self.max_overlap, self.target // 2)
+            self.target = self.sizing.targets[self.block]
+            self.overlap = min(self.max_overlap, self.target // 2)
+        return self.measure.ahead(start, self.target)
 
     def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
         """Chunks as ``(start, end, block)``."""
@@ -491,16 +503,14 @@ class _Cutter:
         start: int | None = None  # the open chunk's start; it may lie inside the previous chunk
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
+        limit = 0  # the open chunk's reach (``_aim``)
         s = ends.start_after(0)  # the current sentence's start
-        aim = self._aim if len(self.sizing.starts) > 1 else _one_target
-        ahead = self.measure.ahead
         while s < len(self.text):
             e = ends.first_after(s)
             while True:
-                if start is None or (not fresh and ahead(start, self.target) <= s):
+                if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
-                    aim(start)
-                limit = ahead(start, self.target)
+                    limit = self._aim(start)
                 if e <= limit:  # this sentence fits, and maybe more after it
                     end, fresh = ends.last_within(limit), True
                     break
@@ -511,12 +521,12 @@ class _Cutter:
                         e = ends.first_after(s)
                     chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
-                    aim(start)
+                    limit = self._aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
-                aim(start)
+                limit = self._aim(start)
             s = ends.start_after(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))

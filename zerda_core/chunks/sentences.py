@@ -138,8 +138,12 @@ class SentenceEnds:
 
 
 def merge_sorted(first: list[int], second: list[int]) -> list[int]:
-    """The union of two sorted lists, sorted: sorting two sorted runs is a linear merge (a set would shuffle them)."""
-    return list(dict.fromkeys(sorted(first + second)))
+    """Two sorted lists as one: sorting two sorted runs is a linear merge (a set would shuffle them).
+
+    A position in both lists is kept twice: every lookup (``bisect``, ``drop_inside``) answers the same
+    with a duplicate, and dropping them would cost a hash per position.
+    """
+    return sorted(first + second)
 
 
 def drop_inside(positions: list[int], spans: list[tuple[int, int]]) -> list[int]:

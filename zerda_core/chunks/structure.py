@@ -45,6 +45,11 @@ class Structure:
         i = bisect_right(self.heading_starts, position) - 1
         return self.paths[i] if i >= 0 else ""
 
+    def sections_at(self, positions: list[int]) -> list[str]:
+        """``section_at`` of each of ``positions``."""
+        heading_starts, paths = self.heading_starts, ["", *self.paths]
+        return [paths[bisect_right(heading_starts, position)] for position in positions]
+
 
 def find_structure(text: str) -> Structure:
     """Headings, heading paths and fenced blocks of ``text``; an empty ``Structure`` for plain text."""
