@@ -67,6 +67,16 @@ from pipelines.io.write import (
 from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
+from pipelines.output.iceberg import (
+    TableTarget,
+    committed_manifest,
+    discard_run,
+    open_table,
+    summary_lines,
+    table_after_stop,
+    table_name,
+    write_table,
+)
 from pipelines.output.manifest import Manifest
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
@@ -155,7 +165,7 @@ def build_pipeline(
     pipeline: beam.Pipeline,
     files: list[InputFile],
     settings: Settings,
-    output: str,
+    output: str | TableTarget,
     started: datetime,
     progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
     run_id: str | None = None,
@@ -163,15 +173,9 @@ def build_pipeline(
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest.
 
-    With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease.
+    With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease. A
+    :class:`~pipelines.output.iceberg.TableTarget` output is an Iceberg table (``pipelines.output.iceberg``).
     """
-    commit = CommitOutput(output, run_id)
-    run_id = run_id or new_run_id()
-    previous = previous or Previous()
-    unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
-    skipped = {report.source for report in unchanged}
-    to_read = [file for file in files if source_name(file.url) not in skipped]
-    read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input)
     chunk_documents = ChunkDocuments(
         settings.chunking,
         settings.enrich,
@@ -181,6 +185,16 @@ def build_pipeline(
         max_reject_rows=settings.input.max_reject_rows,
         embed_text=settings.output.embed_text,
     )
+    if isinstance(output, TableTarget):  # an Iceberg table: its own writers and commit (no incremental state yet)
+        read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
+        return write_table(read, chunk_documents, output, settings, started, run_id or new_run_id())
+    commit = CommitOutput(output, run_id)
+    run_id = run_id or new_run_id()
+    previous = previous or Previous()
+    unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
+    skipped = {report.source for report in unchanged}
+    to_read = [file for file in files if source_name(file.url) not in skipped]
+    read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input)
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(
         chunk_documents,
@@ -224,6 +238,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     pipeline = new_pipeline(options, runner)
     check_endpoint(runner, options)
     settings = load_settings(args.config)
+    table = table_name(None if args.output == DEFAULT_OUTPUT else args.output, settings.output.table)
+    if table is not None:
+        return _run_into_table(table, args, settings, pipeline, runner, options, worker_levels)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
     prepare_output(args.output)
     run_id = new_run_id()
@@ -257,6 +274,42 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
         print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
     return manifest.to_dict()
+
+
+def _run_into_table(
+    table: str,
+    args: argparse.Namespace,
+    settings: Settings,
+    pipeline: beam.Pipeline,
+    runner: PipelineRunner,
+    options: PipelineOptions,
+    worker_levels: tuple[str, str] | None,
+) -> dict[str, Any]:
+    """:func:`run` into an Iceberg table: the tables are opened (created if missing) before anything is
+    written; a run that fails or is stopped before its commit leaves them as they were, its files deleted."""
+    if args.incremental or settings.output.incremental:
+        raise UsageError("--incremental into an Iceberg table is not supported yet: run it in full")
+    files = expand_inputs(args.input or [sample_corpus_glob()])
+    target = open_table(table, settings.output.catalog)
+    run_id = new_run_id()
+    log.info("reading %d file(s) into Iceberg table %s (settings %s)", len(files), table, settings.fingerprint)
+    started = datetime.now(timezone.utc)
+    try:
+        with worker_environment(worker_levels):
+            build_pipeline(pipeline, files, settings, target, started, args.progress_seconds, run_id)
+            _run_to_the_end(pipeline, runner, options)
+    except (KeyboardInterrupt, Terminated) as stop:
+        stop_commit(run_id)
+        best_effort(lambda: discard_run(target, run_id), "delete this run's data files")
+        signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
+        raise Stopped(signum, table_after_stop(target, run_id)) from None
+    except BaseException:
+        best_effort(lambda: discard_run(target, run_id), "delete this run's data files")
+        raise
+    manifest = committed_manifest(target, run_id)
+    if not args.quiet and not write_stdout(render_summary(Manifest(manifest), summary_lines(target, manifest)) + "\n"):
+        print("zerda: the table is committed; its summary could not be printed", file=sys.stderr)
+    return manifest
 
 
 class _StopState:

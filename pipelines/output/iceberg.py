@@ -1,0 +1,449 @@
+"""Output as an Apache Iceberg table, through pyiceberg: ``--output iceberg://NAMESPACE.TABLE`` or ``output.table``.
+
+1. Launch (:func:`open_table`): load the catalog (``output.catalog``: pyiceberg's catalog properties; none
+   given, an SQLite catalog in ``out/warehouse``), then create the namespace and the two tables if missing:
+   ``NAMESPACE.TABLE`` (the chunk columns and ``density_bucket``, partitioned by it, identity) and
+   ``NAMESPACE.TABLE__rejects``. A malformed name, a catalog that cannot be loaded or reached, or a table whose
+   schema is not zerda's is an ``OutputError`` (exit code 2) before any data file is written.
+2. Write: workers write the Parquet data files straight into each table's location,
+   ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``).
+3. Commit (:class:`CommitTable`, once, after every write): the accounting and the written rows are checked
+   against the manifest's counts; then the rejects table, then the chunk table, get one snapshot each that
+   replaces their data files with this run's (an ``overwrite``; the first run's is an ``append``). No byte
+   of data is copied: the snapshot names the files where the workers wrote them. The chunk table's snapshot
+   carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
+   ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run).
+
+A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and its
+data folder is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other
+fails with a ``CommitError`` naming the conflict, its files deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import apache_beam as beam
+import pyarrow as pa
+from fsspec.core import url_to_fs
+
+from pipelines.errors import CommitError, OutputError, UsageError
+from pipelines.io.write import (
+    StagedFile,
+    _as_rows,
+    _bucket_directory,
+    _check_rows,
+    _unless_stopped,
+    _WriteParquet,
+)
+from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN, REJECTS_DIR
+from pipelines.manifest import BuildManifest, check_accounting, finish_manifest
+from pipelines.redact import redact_url
+from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from pipelines.chunking import ChunkDocuments
+    from pipelines.settings import Settings
+
+log = logging.getLogger("zerda")
+
+SCHEME = "iceberg://"
+REJECTS_TABLE_SUFFIX = "__rejects"
+DATA_DIR = "data"  # in a table's location: data/<run_id>/...
+REJECT_FILES_DIR = "rejects"
+DEFAULT_CATALOG_NAME = "zerda"
+DEFAULT_WAREHOUSE = "out/warehouse"
+CATALOG_FILE = "catalog.db"
+RUN_ID_KEY = "zerda.run-id"
+MANIFEST_KEY = "zerda.manifest"
+REJECTS_SNAPSHOT_KEY = "zerda.rejects-snapshot-id"
+_NAME_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_FOOTER_THREADS = 16
+_NAME_MAPPING = "schema.name-mapping.default"
+
+# The chunk table's columns: the dataset's, and the partition column stored in each file (a Hive directory
+# keeps it in the path; an Iceberg data file holds it, and pyiceberg reads its value from the file's statistics)
+TABLE_CHUNK_SCHEMA = CHUNK_SCHEMA.append(pa.field(PARTITION_COLUMN, pa.int32(), nullable=False))
+
+
+def table_name(output: str | None, setting: str | None) -> str | None:
+    """The table a run writes, ``NAMESPACE.TABLE``, from ``--output iceberg://...`` (None: not given) or
+    ``output.table``; None for a Parquet directory. A malformed name, or two names, is a ``UsageError``."""
+    given = output[len(SCHEME) :] if output is not None and output.startswith(SCHEME) else None
+    if output is not None and given is None and setting is not None:
+        raise UsageError(f"--output {output!r} is a directory but output.table is {setting!r}: give one of them")
+    if given is not None and setting is not None and given != setting:
+        raise UsageError(f"--output names table {given!r} but output.table is {setting!r}: give one of them")
+    name = given if given is not None else setting
+    if name is None:
+        return None
+    parts = name.split(".")
+    if len(parts) < 2 or not all(_NAME_PART.match(part) for part in parts):
+        raise UsageError(
+            f"Iceberg table {name!r} is not NAMESPACE.TABLE (parts of letters, digits and '_', each starting "
+            "with a letter or '_', joined by '.')"
+        )
+    return name
+
+
+def catalog_config(configured: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The catalog's name and the properties given to pyiceberg's ``load_catalog`` (which adds those of the
+    environment, ``PYICEBERG_CATALOG__<NAME>__<KEY>``, and of ``~/.pyiceberg.yaml``). With no ``uri`` or
+    ``type`` anywhere: an SQLite catalog, its file ``catalog.db`` in the warehouse folder (local disk)."""
+    from pyiceberg.utils.config import Config
+
+    properties = {key: _text(value) for key, value in configured.items()}
+    name = properties.pop("name", DEFAULT_CATALOG_NAME)
+    known = {**(Config().get_catalog_config(name) or {}), **properties}
+    if not {"uri", "type", "py-catalog-impl"} & set(known):
+        fs, path = url_to_fs(str(known.get("warehouse", DEFAULT_WAREHOUSE)))
+        if fs.protocol not in ("file", ("file", "local")) and "file" not in fs.protocol:
+            raise UsageError(
+                f"the warehouse {redact_url(str(known['warehouse']))} is not on local disk: give the catalog's uri "
+                f"too (output.catalog.uri, e.g. sqlite:////path/{CATALOG_FILE}): an SQLite catalog file is local"
+            )
+        fs.makedirs(path, exist_ok=True)
+        properties |= {"type": "sql", "uri": f"sqlite:///{path}/{CATALOG_FILE}", "warehouse": f"file://{path}"}
+    return name, properties
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    """An Iceberg output as the workers and the commit need it: the catalog, the tables and their locations."""
+
+    name: str  # NAMESPACE.TABLE
+    catalog_name: str
+    properties: Mapping[str, str]
+    chunks_location: str
+    rejects_location: str
+
+    @property
+    def rejects_name(self) -> str:
+        return f"{self.name}{REJECTS_TABLE_SUFFIX}"
+
+    @property
+    def url(self) -> str:
+        return f"{SCHEME}{self.name}"
+
+    def catalog(self) -> Catalog:
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog(self.catalog_name, **self.properties)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def open_table(name: str, configured: Mapping[str, Any]) -> TableTarget:
+    """Load the catalog and the tables of ``name`` (created when missing): OutputError if it cannot be done."""
+    catalog_name, properties = catalog_config(configured)
+    where = f"catalog {catalog_name!r}"
+    try:
+        from pyiceberg.catalog import load_catalog
+    except ImportError as err:
+        raise OutputError(f"an Iceberg output needs pyiceberg: pip install 'zerda[iceberg]' ({err})") from err
+    try:
+        catalog = load_catalog(catalog_name, **properties)
+    except Exception as err:  # an unknown type, a missing driver, a server that does not answer
+        raise OutputError(f"{where} cannot be opened: {_why(err)}") from err
+    try:
+        catalog.create_namespace_if_not_exists(name.rsplit(".", 1)[0])
+        chunks = _load_or_create(catalog, name, TABLE_CHUNK_SCHEMA, partitioned=True)
+        rejects = _load_or_create(catalog, f"{name}{REJECTS_TABLE_SUFFIX}", REJECT_SCHEMA, partitioned=False)
+    except OutputError:
+        raise
+    except Exception as err:
+        raise OutputError(f"Iceberg table {name!r} in {where}: {_why(err)}") from err
+    return TableTarget(name, catalog_name, properties, _location(chunks), _location(rejects))
+
+
+def _why(err: BaseException) -> str:
+    """An error in one line, credentials in URLs hidden (a catalog uri may hold a password)."""
+    return redact_url(f"{type(err).__name__}: {err}".splitlines()[0])
+
+
+def _location(table: Table) -> str:
+    return table.location().rstrip("/")
+
+
+def _load_or_create(catalog: Catalog, identifier: str, schema: pa.Schema, *, partitioned: bool) -> Table:
+    """The table, checked to have zerda's columns and partitioning; created when missing (in one commit:
+    the schema, the identity partition on ``density_bucket`` and the name mapping readers of files without
+    field ids need)."""
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        transaction = catalog.create_table_transaction(identifier, schema=schema)
+        if partitioned:
+            with transaction.update_spec() as spec:
+                spec.add_identity(PARTITION_COLUMN)
+        mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
+        transaction.set_properties({_NAME_MAPPING: mapping})
+        try:
+            return transaction.commit_transaction()
+        except TableAlreadyExistsError:  # another launch created it meanwhile
+            table = catalog.load_table(identifier)
+    _check_table(table, identifier, schema, partitioned)
+    return table
+
+
+def _columns(schema: Any) -> list[tuple[str, str, bool]]:
+    """An Iceberg schema's top-level columns as (name, type without ids, required)."""
+    return [(f.name, re.sub(r"-?\d+: ", "", str(f.field_type)), f.required) for f in schema.fields]
+
+
+def _check_table(table: Table, identifier: str, schema: pa.Schema, partitioned: bool) -> None:
+    """OutputError unless the table has zerda's columns (names, types, nullability) and partitioning."""
+    from pyiceberg.catalog import Catalog
+
+    expected = _columns(Catalog._convert_schema_if_needed(schema))
+    found = _columns(table.schema())
+    if found != expected:
+        differ = ", ".join(f"{c[0]} {c[1]}{'' if c[2] else ' (optional)'}" for c in found if c not in expected)
+        missing = ", ".join(c[0] for c in expected if c not in found)
+        raise OutputError(
+            f"Iceberg table {identifier!r} has columns zerda does not write (not zerda's: {differ or 'none'}; "
+            f"missing or different: {missing or 'none'}): give another table"
+        )
+    spec = [(f.name, str(f.transform)) for f in table.spec().fields]
+    if spec != ([(PARTITION_COLUMN, "identity")] if partitioned else []):
+        raise OutputError(f"Iceberg table {identifier!r} is partitioned {spec or 'not at all'}, not as zerda writes")
+
+
+class WriteTableChunks(_WriteParquet):
+    """Chunk row lists -> Parquet data files in the chunk table's location, a folder per bucket."""
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return rows | "StageChunks" >> self._stage(TABLE_CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX, "source")
+
+
+class WriteTableRejects(_WriteParquet):
+    """``Reject`` records -> Parquet data files in the rejects table's location (none when there is none)."""
+
+    def expand(self, rejects: beam.PCollection) -> beam.PCollection:
+        return (
+            rejects
+            | "RejectRow" >> beam.Map(_as_rows)
+            | "StageRejects" >> self._stage(REJECT_SCHEMA, lambda _: REJECT_FILES_DIR, CHUNK_SUFFIX)
+        )
+
+
+def write_table(
+    read: Any,
+    chunk_documents: ChunkDocuments,
+    target: TableTarget,
+    settings: Settings,
+    started: datetime,
+    run_id: str,
+) -> beam.PCollection:
+    """The job after ``ReadCorpus``, into an Iceberg table: chunk, write the data files, build the manifest,
+    commit. Returns the PCollection of the committed manifest."""
+    chunked = read.records | "ChunkDocuments" >> chunk_documents
+    rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
+    compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
+    folder = f"{DATA_DIR}/{run_id}"
+    chunk_files = chunked.chunks | "WriteChunks" >> WriteTableChunks(
+        target.chunks_location, run_id, compression, max_rows, folder
+    )
+    reject_files = rejects | "WriteRejects" >> WriteTableRejects(
+        target.rejects_location, run_id, compression, max_rows, folder
+    )
+    manifest = {
+        "summaries": chunked.summaries,
+        "rejects": rejects,
+        "reports": read.files,
+    } | "Manifest" >> BuildManifest(
+        settings=settings.to_dict(), fingerprint=settings.fingerprint, output=target.url, started=started
+    )
+    return (
+        read.records.pipeline
+        | "Once" >> beam.Create([None])
+        | "CommitTable"
+        >> beam.ParDo(
+            _CommitTable(target, run_id),
+            beam.pvalue.AsList(chunk_files),
+            beam.pvalue.AsList(reject_files),
+            beam.pvalue.AsSingleton(manifest),
+        )
+    )
+
+
+class _CommitTable(beam.DoFn):
+    """Checks the counts, then commits the rejects table and the chunk table: one snapshot each."""
+
+    def __init__(self, target: TableTarget, run_id: str) -> None:
+        self._target = target
+        self._run_id = run_id
+
+    def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
+        check_accounting(manifest)
+        _check_rows([*chunk_files, *(replace(f, directory=REJECTS_DIR) for f in reject_files)], manifest)
+        target, run_id = self._target, self._run_id
+        catalog = target.catalog()
+        chunks, rejects = catalog.load_table(target.name), catalog.load_table(target.rejects_name)
+        chunk_paths = [f"{target.chunks_location}/{f.path}" for f in chunk_files if f.rows]
+        reject_paths = [f"{target.rejects_location}/{f.path}" for f in reject_files if f.rows]
+        chunk_data, reject_data = _data_files(chunks, chunk_paths), _data_files(rejects, reject_paths)
+        rejects_snapshot = _unless_stopped(run_id, lambda: _replace_data(rejects, reject_data, {RUN_ID_KEY: run_id}))
+        final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
+        final["output"] = {
+            "root": target.url,
+            "table": target.name,
+            "rejects_table": target.rejects_name,
+            "rejects_snapshot_id": rejects_snapshot,
+            "files": [],
+        }
+        properties = snapshot_properties(final, run_id)
+        snapshot = _unless_stopped(run_id, lambda: _replace_data(chunks, chunk_data, properties))
+        final["output"]["snapshot_id"] = snapshot
+        log.info("committed snapshot %d of %s (%d data files)", snapshot, target.name, len(chunk_data))
+        yield final
+
+
+def _data_files(table: Table, paths: list[str]) -> list[Any]:
+    """The Iceberg ``DataFile`` of each written file: its footer read for the statistics and partition."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+    metadata = table.metadata
+
+    def data_file(path: str) -> Any:
+        try:
+            return parquet_file_to_data_file(table.io, metadata, path)
+        except (OSError, ValueError, pa.ArrowInvalid) as err:
+            raise CommitError(f"data file {path} cannot be added to {table.name()}: {_why(err)}") from err
+
+    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
+        return list(pool.map(data_file, paths))
+
+
+def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, str]) -> int:
+    """One snapshot in which ``data_files`` replace every data file of the table; its id. A conflict (another
+    commit since the table was loaded) is a CommitError and leaves the table as the other commit made it."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    try:
+        with (
+            table.transaction() as transaction,
+            transaction.update_snapshot(snapshot_properties=dict(properties)).overwrite() as overwrite,
+        ):
+            for old in _current_data_files(transaction.table_metadata, table.io):
+                overwrite.delete_data_file(old)
+            for new in data_files:
+                overwrite.append_data_file(new)
+    except CommitFailedException as err:
+        raise CommitError(
+            f"Iceberg table {'.'.join(table.name())!r} changed while this run wrote (another run committed?): "
+            f"not committing ({_why(err)})"
+        ) from err
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    return snapshot.snapshot_id
+
+
+def _current_data_files(metadata: Any, io: Any) -> Iterator[Any]:
+    from pyiceberg.manifest import DataFileContent
+
+    snapshot = metadata.current_snapshot()
+    if snapshot is None:
+        return
+    for manifest_file in snapshot.manifests(io):
+        for entry in manifest_file.fetch_manifest_entry(io, discard_deleted=True):
+            if entry.data_file.content == DataFileContent.DATA:
+                yield entry.data_file
+
+
+def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
+    """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
+    ``zerda.manifest`` (not the list of input files: its size grows with the corpus; the settings' catalog
+    properties without credentials), and the counts most asked for as flat keys."""
+    counts = manifest["counts"]
+    kept = {key: value for key, value in manifest.items() if key != "inputs"}
+    settings = json.loads(json.dumps(kept.get("settings", {})))
+    catalog = settings.get("output", {}).get("catalog")
+    if isinstance(catalog, dict):
+        settings["output"]["catalog"] = {key: redact_url(str(value)) for key, value in catalog.items()}
+    kept["settings"] = settings
+    properties = {
+        RUN_ID_KEY: run_id,
+        MANIFEST_KEY: json.dumps(kept, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
+        "zerda.fingerprint": str(manifest["fingerprint"]),
+        "zerda.version": str(manifest["versions"]["zerda"]),
+        "zerda.records-read": str(counts["records_read"]),
+        "zerda.documents-chunked": str(counts["documents_chunked"]),
+        "zerda.chunks": str(counts["chunks"]),
+        REJECTS_SNAPSHOT_KEY: str(manifest["output"]["rejects_snapshot_id"]),
+    }
+    properties |= {f"zerda.rejects.{reason}": str(n) for reason, n in counts["rejects"].items()}
+    return properties
+
+
+def committed_manifest(target: TableTarget, run_id: str) -> dict[str, Any]:
+    """The manifest of ``run_id``'s snapshot, the table's current one (CommitError if it is not)."""
+    table = target.catalog().load_table(target.name)
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    if snapshot is None or summary is None or summary.additional_properties.get(RUN_ID_KEY) != run_id:
+        raise CommitError(f"Iceberg table {target.name!r}: this run's snapshot is not the current one")
+    manifest: dict[str, Any] = json.loads(summary.additional_properties[MANIFEST_KEY])
+    manifest["output"]["snapshot_id"] = snapshot.snapshot_id
+    return manifest
+
+
+def summary_lines(target: TableTarget, manifest: Mapping[str, Any]) -> list[str]:
+    """The run summary's last lines for a table: where the rows are, and how to read them."""
+    output = manifest["output"]
+    return [
+        f"output:  {target.url} (snapshot {output['snapshot_id']}, catalog {target.catalog_name!r})",
+        f"rejects: {target.rejects_name} (snapshot {output['rejects_snapshot_id']})",
+        f"read:    pyiceberg.catalog.load_catalog({target.catalog_name!r}, ...).load_table({target.name!r})"
+        ".scan().to_arrow(), or DuckDB's iceberg_scan (docs/iceberg.md)",
+    ]
+
+
+def run_snapshot(table: Table, run_id: str) -> int | None:
+    """The id of the snapshot ``run_id`` committed to ``table``, if any."""
+    for snapshot in table.snapshots():
+        if snapshot.summary is not None and snapshot.summary.additional_properties.get(RUN_ID_KEY) == run_id:
+            return snapshot.snapshot_id
+    return None
+
+
+def discard_run(target: TableTarget, run_id: str) -> None:
+    """Delete the data files ``run_id`` wrote into each table it did not commit to (nothing names them)."""
+    catalog = target.catalog()
+    for name, location in ((target.name, target.chunks_location), (target.rejects_name, target.rejects_location)):
+        if run_snapshot(catalog.load_table(name), run_id) is None:
+            fs, root = url_to_fs(location)
+            folder = posixpath.join(root, DATA_DIR, run_id)
+            if fs.exists(folder):
+                fs.rm(folder, recursive=True)
+
+
+def table_after_stop(target: TableTarget, run_id: str) -> str:
+    """What the table holds once a stopped run's commit was stopped too, in words."""
+    try:
+        table = target.catalog().load_table(target.name)
+        snapshot = table.current_snapshot()
+        summary = snapshot.summary if snapshot is not None else None
+        if summary is not None and summary.additional_properties.get(RUN_ID_KEY) == run_id:
+            return f"after the commit: {target.name} holds this run's snapshot"
+        return f"{target.name} keeps its previous snapshot"
+    except Exception as err:
+        return f"{target.name}'s state is unknown ({type(err).__name__}); a snapshot is whole or absent"

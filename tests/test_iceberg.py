@@ -1,0 +1,251 @@
+"""The Iceberg output (``--output iceberg://NAMESPACE.TABLE``) on a real SQLite catalog: the rows of a run into
+a table are those of the same run into a Parquet directory, read back by pyiceberg and by DuckDB's iceberg
+extension; a second run is a second snapshot and the first stays readable by id and by time; a run that fails
+leaves the table at its previous snapshot and deletes its data files; bad table settings exit 2 before anything
+is written."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyiceberg.catalog import load_catalog
+from pyiceberg.table import Table
+
+from pipelines.output.iceberg import MANIFEST_KEY, REJECTS_SNAPSHOT_KEY, RUN_ID_KEY
+from pipelines.rechunk import main, run
+from tests.common import REPO
+from tests.fault_injection import zerda_fault
+from tests.output_checks import read_chunks, read_manifest
+
+TABLE = "corpus.chunks"
+
+
+def write_config(path: Path, warehouse: Path, extra: str = "") -> Path:
+    path.write_text(f"output:\n  catalog:\n    warehouse: {warehouse}\n{extra}", encoding="utf-8")
+    return path
+
+
+def load_table(warehouse: Path, name: str = TABLE) -> Table:
+    catalog = load_catalog(
+        "zerda", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+    )
+    return catalog.load_table(name)
+
+
+def sorted_rows(table: pa.Table, key: str = "chunk_id") -> list[dict[str, Any]]:
+    return table.sort_by(
+        [(name, "ascending") for name in [key, "source", "record"] if name in table.schema.names]
+    ).to_pylist()
+
+
+def as_directory_rows(table: pa.Table) -> pa.Table:
+    """A table's rows with the types a Hive directory read gives (pyiceberg reads strings as large_string).
+
+    pyiceberg's scan reads a null ``list<struct>`` as an empty list (apache/iceberg-python#3833, open): the
+    null ``keywords`` of a run without enrichment come back as ``[]``. The files hold nulls (DuckDB and pyarrow
+    read them so: see the DuckDB test), so an empty ``keywords`` list is read here as the null it is."""
+    table = table.cast(pa.schema([pa.field(f.name, _small(f.type), f.nullable) for f in table.schema]))
+    if "keywords" in table.schema.names:
+        keywords = table["keywords"]
+        empty = pc.equal(pc.list_value_length(keywords), 0)
+        nulls = pa.nulls(len(table), keywords.type)
+        table = table.set_column(
+            table.schema.get_field_index("keywords"), "keywords", pc.if_else(empty, nulls, keywords)
+        )
+    return table
+
+
+def _small(type_: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(type_):
+        return pa.string()
+    if pa.types.is_large_list(type_) or pa.types.is_list(type_):
+        return pa.list_(_small(type_.value_type))
+    if pa.types.is_struct(type_):
+        return pa.struct([pa.field(f.name, _small(f.type), f.nullable) for f in type_])
+    return type_
+
+
+@pytest.fixture(scope="module")
+def two_outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
+    """The sample corpus run into a Parquet directory and into a table: (directory, warehouse, table manifest)."""
+    root = tmp_path_factory.mktemp("iceberg")
+    directory, warehouse = root / "dir", root / "warehouse"
+    run(["--output", str(directory), "--quiet"])
+    config = write_config(root / "table.yaml", warehouse)
+    manifest = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
+    return directory, warehouse, manifest
+
+
+def test_a_table_holds_the_rows_of_the_same_run_into_a_directory(two_outputs: tuple[Path, Path, dict]) -> None:
+    directory, warehouse, manifest = two_outputs
+    table = load_table(warehouse)
+    rows = as_directory_rows(table.scan().to_arrow())
+    expected = read_chunks(directory)
+    expected = expected.select(rows.schema.names).cast(rows.schema)  # the hive partition column reads as int32
+    assert rows.num_rows == expected.num_rows == manifest["counts"]["chunks"] > 0
+    assert sorted_rows(rows) == sorted_rows(expected)
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("density_bucket", "identity")]
+    rejects = as_directory_rows(load_table(warehouse, f"{TABLE}__rejects").scan().to_arrow())
+    expected_rejects = pa.concat_tables(
+        pa.parquet.read_table(path) for path in sorted((directory / "_rejects").glob("*.pq"))
+    ).cast(rejects.schema)
+    assert sorted_rows(rejects, "source") == sorted_rows(expected_rejects, "source")
+    assert rejects.num_rows == manifest["counts"]["reject_rows"] > 0
+
+
+def test_the_data_files_are_where_the_workers_wrote_them_and_one_snapshot_names_them(
+    two_outputs: tuple[Path, Path, dict],
+) -> None:
+    _, warehouse, manifest = two_outputs
+    table = load_table(warehouse)
+    (snapshot,) = table.snapshots()
+    files = [task.file for task in table.scan().plan_files()]
+    location = table.location().removeprefix("file://")
+    on_disk = {str(p) for p in Path(location, "data").rglob("*.parquet")}
+    assert {f.file_path.removeprefix("file://") for f in files} == on_disk, "no file copied, none left over"
+    assert all(f"/data/{snapshot.summary[RUN_ID_KEY]}/density_bucket={f.partition[0]}/" in f.file_path for f in files)
+    assert sum(f.record_count for f in files) == manifest["counts"]["chunks"]
+    assert manifest["output"]["snapshot_id"] == snapshot.snapshot_id
+
+
+def test_the_snapshot_summary_holds_the_manifest_and_names_the_rejects_snapshot(
+    two_outputs: tuple[Path, Path, dict],
+) -> None:
+    directory, warehouse, _ = two_outputs
+    snapshot = load_table(warehouse).current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    summary = snapshot.summary.additional_properties
+    manifest = json.loads(summary[MANIFEST_KEY])
+    counts, expected = manifest["counts"], read_manifest(directory)["counts"]
+    assert counts == expected
+    assert counts["records_read"] == counts["documents_chunked"] + sum(counts["rejects"].values())
+    settings = read_manifest(directory)["settings"]
+    settings["output"]["catalog"] = {"warehouse": str(warehouse)}
+    assert manifest["settings"] == settings
+    assert manifest["fingerprint"] == read_manifest(directory)["fingerprint"] == summary["zerda.fingerprint"]
+    assert manifest["versions"]["zerda"] == summary["zerda.version"]
+    assert {k.removeprefix("zerda.rejects."): int(v) for k, v in summary.items() if k.startswith("zerda.rejects.")} == (
+        counts["rejects"]
+    )
+    rejects = load_table(warehouse, f"{TABLE}__rejects")
+    rejects_snapshot = rejects.current_snapshot()
+    assert rejects_snapshot is not None and str(rejects_snapshot.snapshot_id) == summary[REJECTS_SNAPSHOT_KEY]
+    assert rejects_snapshot.summary is not None
+    assert rejects_snapshot.summary.additional_properties[RUN_ID_KEY] == summary[RUN_ID_KEY]
+
+
+def duckdb_with_iceberg() -> duckdb.DuckDBPyConnection:
+    """DuckDB with its iceberg extension (and the avro one it needs) loaded from their PyPI packages: the
+    connection may download nothing."""
+    connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    for name in ("avro", "iceberg"):
+        package = importlib.import_module(f"duckdb_extension_{name}")
+        (binary,) = Path(package.__file__ or "").parent.rglob(f"v{duckdb.__version__}/{name}.duckdb_extension")
+        connection.execute(f"LOAD '{binary}'")
+    return connection
+
+
+def test_duckdb_reads_the_table_with_its_iceberg_extension(two_outputs: tuple[Path, Path, dict]) -> None:
+    directory, warehouse, _ = two_outputs
+    table = load_table(warehouse)
+    query = "SELECT density_bucket, count(*), sum(char_count), min(density), max(density) FROM {} GROUP BY 1 ORDER BY 1"
+    found = duckdb_with_iceberg().sql(query.format(f"iceberg_scan('{table.metadata_location}')")).fetchall()
+    expected = duckdb.sql(query.format(f"read_parquet('{directory}/**/*.parquet', hive_partitioning=true)")).fetchall()
+    assert found == expected and len(found) > 3
+    at_rest = f"SELECT count(*) FROM iceberg_scan('{table.metadata_location}') WHERE keywords IS NULL"
+    assert duckdb_with_iceberg().sql(at_rest).fetchone() == (sum(row[1] for row in expected),), "nulls, not []"
+
+
+def test_a_second_run_is_a_second_snapshot_and_the_first_stays_readable_by_id_and_time(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse)
+    smaller = write_config(tmp_path / "b.yaml", warehouse, "chunking:\n  base_size: 256\n  max_size: 600\n")
+    output = ["--output", f"iceberg://{TABLE}", "--quiet"]
+    first = run([*output, "--config", str(config)])
+    second = run([*output, "--config", str(smaller)])
+    assert second["counts"]["chunks"] > first["counts"]["chunks"]
+    table = load_table(warehouse)
+    one, two = table.snapshots()
+    assert (one.snapshot_id, two.snapshot_id) == (first["output"]["snapshot_id"], second["output"]["snapshot_id"])
+    assert two.parent_snapshot_id == one.snapshot_id
+    assert table.scan().to_arrow().num_rows == second["counts"]["chunks"], "replaced, not appended"
+    by_id = table.scan(snapshot_id=one.snapshot_id).to_arrow()
+    assert by_id.num_rows == first["counts"]["chunks"]
+    assert set(pc.unique(by_id["config_fingerprint"]).to_pylist()) == {first["fingerprint"]}
+    as_of = table.snapshot_as_of_timestamp(two.timestamp_ms - 1)
+    assert as_of is not None and as_of.snapshot_id == one.snapshot_id
+    assert table.scan(snapshot_id=as_of.snapshot_id).to_arrow().sort_by("chunk_id").equals(by_id.sort_by("chunk_id"))
+    rejects = load_table(warehouse, f"{TABLE}__rejects")
+    assert len(rejects.snapshots()) == 2
+    assert rejects.scan().to_arrow().num_rows == second["counts"]["reject_rows"]
+
+
+def test_a_failed_run_leaves_the_table_at_its_previous_snapshot_and_deletes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse)
+    argv = ["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"]
+    first = run(argv)
+    before = load_table(warehouse)
+    files_before = sorted(p for p in Path(before.location().removeprefix("file://")).rglob("*") if p.is_file())
+    zerda_fault.arm(monkeypatch, "data-beam-model", tmp_path / "fault.marker")  # a sample document
+    with pytest.raises(RuntimeError, match="injected worker failure"):
+        run(argv)
+    after = load_table(warehouse)
+    assert after.metadata_location == before.metadata_location
+    assert [s.snapshot_id for s in after.snapshots()] == [first["output"]["snapshot_id"]]
+    assert sorted(p for p in Path(after.location().removeprefix("file://")).rglob("*") if p.is_file()) == files_before
+    assert after.scan().to_arrow().num_rows == first["counts"]["chunks"]
+
+
+@pytest.mark.parametrize(
+    ("output", "catalog", "message"),
+    [
+        ("iceberg://chunks", "", "is not NAMESPACE.TABLE"),
+        ("iceberg://corpus.9chunks", "", "is not NAMESPACE.TABLE"),
+        ("iceberg://corpus.chunks", "    type: nonesuch\n", "cannot be opened"),
+        ("iceberg://corpus.chunks", "    uri: postgresql+psycopg2://u:secret@127.0.0.1:9/db\n", "cannot be opened"),
+    ],
+    ids=["no-namespace", "bad-name", "unknown-catalog-type", "unreachable-catalog"],
+)
+def test_bad_table_settings_exit_2_with_one_line_and_write_nothing(
+    output: str, catalog: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "bad.yaml", warehouse, catalog)
+    assert main(["--input", str(REPO / "tests/data"), "--output", output, "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert "secret" not in err
+    assert not list(warehouse.rglob("*.parquet")) and not list(warehouse.rglob("*.json"))
+
+
+def test_a_table_with_other_columns_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    catalog = load_catalog(
+        "zerda", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+    )
+    catalog.create_namespace("corpus")
+    catalog.create_table(TABLE, schema=pa.schema([pa.field("id", pa.int64())]))
+    config = write_config(tmp_path / "c.yaml", warehouse)
+    assert main(["--output", f"iceberg://{TABLE}", "--config", str(config)]) == 2
+    assert "has columns zerda does not write" in capsys.readouterr().err
+    assert not list(warehouse.rglob("*.parquet"))
+
+
+def test_output_table_in_the_settings_names_the_table(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "t.yaml", warehouse, f"  table: {TABLE}\n")
+    manifest = run(["--config", str(config), "--quiet"])
+    assert load_table(warehouse).scan().to_arrow().num_rows == manifest["counts"]["chunks"] > 0
