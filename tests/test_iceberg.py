@@ -8,23 +8,36 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+import sqlalchemy
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
-from pipelines.output.iceberg import MANIFEST_KEY, REJECTS_SNAPSHOT_KEY, RUN_ID_KEY
+from pipelines.errors import CommitError
+from pipelines.output.iceberg import MANIFEST_KEY, REJECTS_SNAPSHOT_KEY, RUN_ID_KEY, _replace_data
 from pipelines.rechunk import main, run
 from tests.common import REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_chunks, read_manifest
 
+if TYPE_CHECKING:
+    from tests.postgres_server import PostgresServer
+
+pytest_plugins = ["tests.postgres_server"]  # the postgres_server fixture
+
 TABLE = "corpus.chunks"
+BIN = Path(sys.executable).parent
 
 
 def write_config(path: Path, warehouse: Path, extra: str = "") -> Path:
@@ -249,3 +262,118 @@ def test_output_table_in_the_settings_names_the_table(tmp_path: Path) -> None:
     config = write_config(tmp_path / "t.yaml", warehouse, f"  table: {TABLE}\n")
     manifest = run(["--config", str(config), "--quiet"])
     assert load_table(warehouse).scan().to_arrow().num_rows == manifest["counts"]["chunks"] > 0
+
+
+def test_a_commit_that_meets_another_commit_fails_naming_the_conflict(tmp_path: Path) -> None:
+    """Two runs committing at once: the catalog takes one snapshot whole; the other commit, made from the
+    table as it was before, fails and changes nothing."""
+    warehouse = tmp_path / "warehouse"
+    argv = ["--output", f"iceberg://{TABLE}", "--config", str(write_config(tmp_path / "a.yaml", warehouse)), "--quiet"]
+    run(argv)
+    stale = load_table(warehouse)  # as a commit that loaded it before the other run's commit sees it
+    second = run(argv)
+    with pytest.raises(CommitError, match="changed while this run wrote"):
+        _replace_data(stale, [], {RUN_ID_KEY: "another-run"})
+    table = load_table(warehouse)
+    assert table.current_snapshot().snapshot_id == second["output"]["snapshot_id"]  # type: ignore[union-attr]
+    assert table.scan().to_arrow().num_rows == second["counts"]["chunks"]
+
+
+def write_corpus(path: Path, documents: int) -> Path:
+    """A JSONL corpus of ``documents`` narrative and technical documents of about 4,000 characters each."""
+    words = "density chunk corpus record worker bucket table snapshot commit catalog manifest reject".split()
+    with path.open("w", encoding="utf-8") as f:
+        for n in range(documents):
+            sentences = [
+                " ".join(words[(n * 7 + i * 3 + j) % len(words)] for j in range(8 + (i + n) % 9)).capitalize() + "."
+                for i in range(60)
+            ]
+            f.write(json.dumps({"id": f"doc-{n}", "text": " ".join(sentences)}) + "\n")
+    return path
+
+
+def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) -> None:
+    """``kill -9`` of the whole job while its workers write: no snapshot names what it wrote, and the table
+    reads as the previous run left it (the killed run's folder stays, for cleanup: docs/iceberg.md)."""
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse, "  max_rows_per_file: 100\n")
+    first = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
+    before = load_table(warehouse)
+    data = Path(before.location().removeprefix("file://")) / "data"
+    (first_run,) = [p.name for p in data.iterdir()]
+    corpus = write_corpus(tmp_path / "big.jsonl", 3000)
+    command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
+    job = subprocess.Popen([*command, "--config", str(config), "--quiet"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not [p for p in data.rglob("*.parquet") if first_run not in p.parts] and job.poll() is None:
+            assert time.monotonic() < deadline, "the job wrote no data file"
+            time.sleep(0.01)
+        assert job.poll() is None, "the job ended before it could be killed: give it a larger corpus"
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    after = load_table(warehouse)
+    assert after.metadata_location == before.metadata_location
+    assert [s.snapshot_id for s in after.snapshots()] == [first["output"]["snapshot_id"]]
+    assert after.scan().to_arrow().num_rows == first["counts"]["chunks"]
+    named = {task.file.file_path.removeprefix("file://") for task in after.scan().plan_files()}
+    orphans = [p for p in data.rglob("*.parquet") if first_run not in p.parts]
+    assert orphans and not named & {str(p) for p in orphans}, "the killed run's files: in its folder, in no snapshot"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    ["  catalog: [warehouse]\n", "  catalog:\n    uri: [1]\n", "  table: 7\n"],
+    ids=["catalog-not-a-mapping", "property-not-a-string", "table-not-a-string"],
+)
+def test_bad_table_keys_in_the_settings_exit_2(settings: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"output:\n{settings}", encoding="utf-8")
+    assert main(["--config", str(config), "--output", f"iceberg://{TABLE}"]) == 2
+    assert "output." in capsys.readouterr().err
+
+
+# ---- a PostgreSQL catalog, on a real server the tests start ---------------------------------------------------
+
+
+def test_a_postgresql_catalog_holds_the_table_and_its_password_is_never_printed(
+    postgres_server: PostgresServer,
+    two_outputs: tuple[Path, Path, dict],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The catalog's uri, password included, from the environment as pyiceberg reads it; the warehouse from
+    the settings. The rows are those of the SQLite-catalog run; the tables are rows of PostgreSQL."""
+    _, sqlite_warehouse, _ = two_outputs
+    warehouse = tmp_path / "warehouse"
+    monkeypatch.setenv("PYICEBERG_CATALOG__ZERDA__URI", postgres_server.uri())
+    config = write_config(tmp_path / "pg.yaml", warehouse)
+    manifest = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--verbose"])
+    out, err = capfd.readouterr()
+    assert postgres_server.password not in out + err
+    catalog = load_catalog("zerda", uri=postgres_server.uri(), warehouse=f"file://{warehouse}")
+    table = catalog.load_table(TABLE)
+    assert table.location().startswith(f"file://{warehouse}/")
+    rows = as_directory_rows(table.scan().to_arrow())
+    assert sorted_rows(rows) == sorted_rows(as_directory_rows(load_table(sqlite_warehouse).scan().to_arrow()))
+    assert rows.num_rows == manifest["counts"]["chunks"]
+    engine = sqlalchemy.create_engine(postgres_server.uri())
+    with engine.connect() as connection:
+        names = connection.execute(sqlalchemy.text("SELECT table_namespace, table_name FROM iceberg_tables")).all()
+    engine.dispose()
+    assert sorted(names) == [("corpus", "chunks"), ("corpus", "chunks__rejects")]
+
+
+def test_a_wrong_postgresql_password_exits_2_without_printing_it(
+    postgres_server: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    uri = postgres_server.uri(password="not-the-password-42")
+    config = write_config(tmp_path / "pg.yaml", warehouse, f"    uri: {uri}\n")
+    assert main(["--output", f"iceberg://{TABLE}", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be opened" in err and len(err.strip().splitlines()) == 1, err
+    assert "not-the-password-42" not in err
+    assert not list(warehouse.rglob("*.parquet"))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
@@ -105,6 +106,8 @@ def catalog_config(configured: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 
     properties = {key: _text(value) for key, value in configured.items()}
     name = properties.pop("name", DEFAULT_CATALOG_NAME)
+    if "warehouse" in properties and "://" not in properties["warehouse"]:  # workers may not share our cwd
+        properties["warehouse"] = f"file://{os.path.abspath(properties['warehouse'])}"
     known = {**(Config().get_catalog_config(name) or {}), **properties}
     if not {"uri", "type", "py-catalog-impl"} & set(known):
         fs, path = url_to_fs(str(known.get("warehouse", DEFAULT_WAREHOUSE)))
@@ -141,24 +144,33 @@ class TableTarget:
         return f"{SCHEME}{self.name}"
 
     def catalog(self) -> Catalog:
-        from pyiceberg.catalog import load_catalog
-
-        return load_catalog(self.catalog_name, **self.properties)
+        return _load_catalog(self.catalog_name, self.properties)
 
     def __str__(self) -> str:
         return self.url
 
 
+def _load_catalog(name: str, properties: Mapping[str, str]) -> Catalog:
+    """pyiceberg's catalog ``name``: ``properties`` over those of the environment and ``~/.pyiceberg.yaml`` as
+    they are now (pyiceberg's ``load_catalog`` reads the environment once, when it is imported). The
+    environment's properties, a password among them, stay out of the job's graph: each process reads its own."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
+
+    known = {key: value for key, value in (Config().get_catalog_config(name) or {}).items() if isinstance(value, str)}
+    return load_catalog(name, **{**known, **properties})
+
+
 def open_table(name: str, configured: Mapping[str, Any]) -> TableTarget:
     """Load the catalog and the tables of ``name`` (created when missing): OutputError if it cannot be done."""
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError as err:
+        raise OutputError(f"an Iceberg output needs pyiceberg: pip install 'zerda[iceberg]' ({err})") from err
     catalog_name, properties = catalog_config(configured)
     where = f"catalog {catalog_name!r}"
     try:
-        from pyiceberg.catalog import load_catalog
-    except ImportError as err:
-        raise OutputError(f"an Iceberg output needs pyiceberg: pip install 'zerda[iceberg]' ({err})") from err
-    try:
-        catalog = load_catalog(catalog_name, **properties)
+        catalog = _load_catalog(catalog_name, properties)
     except Exception as err:  # an unknown type, a missing driver, a server that does not answer
         raise OutputError(f"{where} cannot be opened: {_why(err)}") from err
     try:
@@ -336,7 +348,7 @@ def _data_files(table: Table, paths: list[str]) -> list[Any]:
 def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, str]) -> int:
     """One snapshot in which ``data_files`` replace every data file of the table; its id. A conflict (another
     commit since the table was loaded) is a CommitError and leaves the table as the other commit made it."""
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     try:
         with (
@@ -347,7 +359,7 @@ def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, 
                 overwrite.delete_data_file(old)
             for new in data_files:
                 overwrite.append_data_file(new)
-    except CommitFailedException as err:
+    except (CommitFailedException, ValidationException) as err:  # pyiceberg retries, then checks for conflicts
         raise CommitError(
             f"Iceberg table {'.'.join(table.name())!r} changed while this run wrote (another run committed?): "
             f"not committing ({_why(err)})"
