@@ -474,9 +474,11 @@ def nothing_chunked(manifest: dict[str, Any]) -> str:
     counts = manifest["counts"]
     reasons = sorted(((n, reason) for reason, n in counts["rejects"].items() if n), reverse=True)
     because = ", ".join(f"{n:,} {reason}" for n, reason in reasons) or "no record"
+    output = manifest["output"]
+    where = output.get("rejects_table") or f"{output['root'].rstrip('/')}/{REJECTS_DIR}/"  # a table's, or a folder
     message = (
         f"read {counts['files_read']:,} file(s) and {counts['records_read']:,} record(s) but chunked none"
-        f" (rejects: {because}); the rejects are in {manifest['output']['root'].rstrip('/')}/{REJECTS_DIR}/"
+        f" (rejects: {because}); the rejects are in {where}"
     )
     if counts["rejects"].get("not_text"):
         message += "".join(f"; {hint}" for hint in _not_text_hints(manifest))

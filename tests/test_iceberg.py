@@ -27,7 +27,7 @@ from pyiceberg.table import Table
 from pipelines.errors import CommitError
 from pipelines.output.iceberg import MANIFEST_KEY, REJECTS_SNAPSHOT_KEY, RUN_ID_KEY, _replace_data
 from pipelines.rechunk import main, run
-from tests.common import REPO
+from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_chunks, read_manifest
 
@@ -377,3 +377,65 @@ def test_a_wrong_postgresql_password_exits_2_without_printing_it(
     assert "cannot be opened" in err and len(err.strip().splitlines()) == 1, err
     assert "not-the-password-42" not in err
     assert not list(warehouse.rglob("*.parquet"))
+
+
+def test_worker_processes_write_the_table_as_one_process_does(
+    two_outputs: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    """Two worker processes write the data files and one of them commits, loading the catalog itself."""
+    _, sqlite_warehouse, _ = two_outputs
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse)
+    manifest = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet", *MULTI_PROCESS])
+    rows = as_directory_rows(load_table(warehouse).scan().to_arrow())
+    assert rows.num_rows == manifest["counts"]["chunks"]
+    assert sorted_rows(rows) == sorted_rows(as_directory_rows(load_table(sqlite_warehouse).scan().to_arrow()))
+
+
+def test_incremental_into_a_table_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse)
+    assert main(["--output", f"iceberg://{TABLE}", "--config", str(config), "--incremental"]) == 2
+    assert "--incremental into an Iceberg table is not supported" in capsys.readouterr().err
+    assert not warehouse.exists()
+
+
+def test_a_run_that_chunks_nothing_names_the_rejects_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "short.txt").write_text("Too short.", encoding="utf-8")
+    config = write_config(tmp_path / "a.yaml", tmp_path / "warehouse")
+    assert main(["--input", str(corpus), "--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"]) == 1
+    assert f"the rejects are in {TABLE}__rejects" in capsys.readouterr().err
+    rejects = load_table(tmp_path / "warehouse", f"{TABLE}__rejects").scan().to_arrow().to_pylist()
+    assert [r["reason"] for r in rejects] == ["below_min_chunk_size"]
+    assert load_table(tmp_path / "warehouse").scan().to_arrow().num_rows == 0
+
+
+def test_ctrl_c_while_the_workers_write_leaves_the_previous_snapshot_and_deletes_the_runs_files(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse, "  max_rows_per_file: 100\n")
+    first = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
+    before = load_table(warehouse)
+    data = Path(before.location().removeprefix("file://")) / "data"
+    (first_run,) = [p.name for p in data.iterdir()]
+    corpus = write_corpus(tmp_path / "big.jsonl", 3000)
+    command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
+    job = subprocess.Popen(
+        [*command, "--config", str(config), "--quiet"], start_new_session=True, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not [p for p in data.rglob("*.parquet") if first_run not in p.parts] and job.poll() is None:
+        assert time.monotonic() < deadline, "the job wrote no data file"
+        time.sleep(0.01)
+    assert job.poll() is None, "the job ended before it could be stopped: give it a larger corpus"
+    os.killpg(job.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole process group
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 130, err
+    assert f"zerda: interrupted; {TABLE} keeps its previous snapshot" in err
+    after = load_table(warehouse)
+    assert [s.snapshot_id for s in after.snapshots()] == [first["output"]["snapshot_id"]]
+    assert [p.name for p in data.iterdir()] == [first_run], "the stopped run deleted its data files"
+    assert after.scan().to_arrow().num_rows == first["counts"]["chunks"]
