@@ -66,6 +66,7 @@ REJECT_FILES_DIR = "rejects"
 DEFAULT_CATALOG_NAME = "zerda"
 DEFAULT_WAREHOUSE = "out/warehouse"
 CATALOG_FILE = "catalog.db"
+FSSPEC_FILE_IO = "pyiceberg.io.fsspec.FsspecFileIO"
 RUN_ID_KEY = "zerda.run-id"
 MANIFEST_KEY = "zerda.manifest"
 REJECTS_SNAPSHOT_KEY = "zerda.rejects-snapshot-id"
@@ -101,7 +102,9 @@ def table_name(output: str | None, setting: str | None) -> str | None:
 def catalog_config(configured: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     """The catalog's name and the properties given to pyiceberg's ``load_catalog`` (which adds those of the
     environment, ``PYICEBERG_CATALOG__<NAME>__<KEY>``, and of ``~/.pyiceberg.yaml``). With no ``uri`` or
-    ``type`` anywhere: an SQLite catalog, its file ``catalog.db`` in the warehouse folder (local disk)."""
+    ``type`` anywhere: an SQLite catalog, its file ``catalog.db`` in the warehouse folder (local disk). The
+    file IO is fsspec's unless one is named (``py-io-impl``), so that endpoints and credentials come from the
+    ordinary environment (``AWS_ENDPOINT_URL``, ...) for the commit as for the workers' writes."""
     from pyiceberg.utils.config import Config
 
     properties = {key: _text(value) for key, value in configured.items()}
@@ -109,6 +112,8 @@ def catalog_config(configured: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     if "warehouse" in properties and "://" not in properties["warehouse"]:  # workers may not share our cwd
         properties["warehouse"] = f"file://{os.path.abspath(properties['warehouse'])}"
     known = {**(Config().get_catalog_config(name) or {}), **properties}
+    if "py-io-impl" not in known:  # fsspec, as zerda's own reads and writes: the environment's endpoints apply
+        properties["py-io-impl"] = FSSPEC_FILE_IO
     if not {"uri", "type", "py-catalog-impl"} & set(known):
         fs, path = url_to_fs(str(known.get("warehouse", DEFAULT_WAREHOUSE)))
         if fs.protocol not in ("file", ("file", "local")) and "file" not in fs.protocol:
