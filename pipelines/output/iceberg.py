@@ -420,6 +420,7 @@ def committed_manifest(target: TableTarget, run_id: str) -> dict[str, Any]:
         raise CommitError(f"Iceberg table {target.name!r}: this run's snapshot is not the current one")
     manifest: dict[str, Any] = json.loads(summary.additional_properties[MANIFEST_KEY])
     manifest["output"]["snapshot_id"] = snapshot.snapshot_id
+    manifest["output"]["metadata_location"] = table.metadata_location  # what DuckDB's iceberg_scan reads
     return manifest
 
 
@@ -429,8 +430,10 @@ def summary_lines(target: TableTarget, manifest: Mapping[str, Any]) -> list[str]
     return [
         f"output:  {target.url} (snapshot {output['snapshot_id']}, catalog {target.catalog_name!r})",
         f"rejects: {target.rejects_name} (snapshot {output['rejects_snapshot_id']})",
-        f"read:    pyiceberg.catalog.load_catalog({target.catalog_name!r}, ...).load_table({target.name!r})"
-        ".scan().to_arrow(), or DuckDB's iceberg_scan (docs/iceberg.md)",
+        "query:   SELECT density_bucket, count(*) AS chunks FROM "
+        f"iceberg_scan('{output['metadata_location']}') GROUP BY 1 ORDER BY 1",
+        f"python:  pyiceberg.catalog.load_catalog({target.catalog_name!r}, ...).load_table({target.name!r})"
+        ".scan().to_arrow() (docs/iceberg.md)",
     ]
 
 
