@@ -71,6 +71,7 @@ from pipelines.output.iceberg import (
     TableTarget,
     committed_manifest,
     discard_run,
+    notice_uncommitted_runs,
     open_table,
     summary_lines,
     table_after_stop,
@@ -291,6 +292,7 @@ def _run_into_table(
         raise UsageError("--incremental into an Iceberg table is not supported yet: run it in full")
     files = expand_inputs(args.input or [sample_corpus_glob()])
     target = open_table(table, settings.output.catalog)
+    notice_uncommitted_runs(target)
     run_id = new_run_id()
     log.info("reading %d file(s) into Iceberg table %s (settings %s)", len(files), table, settings.fingerprint)
     started = datetime.now(timezone.utc)

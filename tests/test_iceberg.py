@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,15 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
 from pipelines.errors import CommitError
-from pipelines.output.iceberg import MANIFEST_KEY, REJECTS_SNAPSHOT_KEY, RUN_ID_KEY, _replace_data
+from pipelines.output.iceberg import (
+    MANIFEST_KEY,
+    REJECTS_SNAPSHOT_KEY,
+    RUN_ID_KEY,
+    _replace_data,
+    open_table,
+    uncommitted_runs,
+    undo_snapshot,
+)
 from pipelines.rechunk import main, run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
@@ -199,6 +208,13 @@ def test_a_second_run_is_a_second_snapshot_and_the_first_stays_readable_by_id_an
     assert len(rejects.snapshots()) == 2
     assert rejects.scan().to_arrow().num_rows == second["counts"]["reject_rows"]
 
+    # expired (docs/iceberg.md), the first run's folder is one no snapshot names: listed for deletion
+    table.maintenance.expire_snapshots().older_than(datetime.fromtimestamp(two.timestamp_ms / 1000)).commit()
+    assert [s.snapshot_id for s in load_table(warehouse).snapshots()] == [two.snapshot_id]
+    leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
+    assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == [one.summary[RUN_ID_KEY]]
+    assert table.scan().to_arrow().num_rows == second["counts"]["chunks"]
+
 
 def test_a_failed_run_leaves_the_table_at_its_previous_snapshot_and_deletes_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -320,6 +336,9 @@ def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) 
     named = {task.file.file_path.removeprefix("file://") for task in after.scan().plan_files()}
     orphans = [p for p in data.rglob("*.parquet") if first_run not in p.parts]
     assert orphans and not named & {str(p) for p in orphans}, "the killed run's files: in its folder, in no snapshot"
+    killed = {p.relative_to(data).parts[0] for p in orphans}
+    leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
+    assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == sorted(killed)
 
 
 @pytest.mark.parametrize(
@@ -467,3 +486,18 @@ def test_a_password_in_the_configs_catalog_uri_is_in_no_log_and_no_snapshot(
     assert snapshot is not None and snapshot.summary is not None
     assert postgres_server.password not in json.dumps(snapshot.summary.additional_properties)
     assert json.loads(snapshot.summary[MANIFEST_KEY])["counts"] == manifest["counts"]
+
+
+def test_the_rejects_snapshot_of_a_run_whose_chunk_commit_failed_is_undone(tmp_path: Path) -> None:
+    """The rejects table is committed first; if the chunk table's commit then fails, the rejects table goes back
+    to its previous snapshot (the rows the current chunk snapshot's manifest counts)."""
+    warehouse = tmp_path / "warehouse"
+    argv = ["--output", f"iceberg://{TABLE}", "--config", str(write_config(tmp_path / "a.yaml", warehouse)), "--quiet"]
+    first, second = run(argv), run(argv)
+    rejects = load_table(warehouse, f"{TABLE}__rejects")
+    ours, previous = second["output"]["rejects_snapshot_id"], first["output"]["rejects_snapshot_id"]
+    assert undo_snapshot(rejects, ours, previous)
+    rejects = load_table(warehouse, f"{TABLE}__rejects")
+    assert rejects.current_snapshot().snapshot_id == previous  # type: ignore[union-attr]
+    assert [s.snapshot_id for s in rejects.snapshots()] == [previous, ours], "kept for time travel"
+    assert not undo_snapshot(rejects, ours, previous), "only while the run's snapshot is the current one"

@@ -37,6 +37,7 @@ import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from pipelines.errors import CommitError, OutputError, UsageError
+from pipelines.io.lease import best_effort
 from pipelines.io.write import (
     StagedFile,
     _as_rows,
@@ -318,6 +319,7 @@ class _CommitTable(beam.DoFn):
         chunk_paths = [f"{target.chunks_location}/{f.path}" for f in chunk_files if f.rows]
         reject_paths = [f"{target.rejects_location}/{f.path}" for f in reject_files if f.rows]
         chunk_data, reject_data = _data_files(chunks, chunk_paths), _data_files(rejects, reject_paths)
+        rejects_before = rejects.current_snapshot()
         rejects_snapshot = _unless_stopped(run_id, lambda: _replace_data(rejects, reject_data, {RUN_ID_KEY: run_id}))
         final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
         final["output"] = {
@@ -328,7 +330,12 @@ class _CommitTable(beam.DoFn):
             "files": [],
         }
         properties = snapshot_properties(final, run_id)
-        snapshot = _unless_stopped(run_id, lambda: _replace_data(chunks, chunk_data, properties))
+        try:
+            snapshot = _unless_stopped(run_id, lambda: _replace_data(chunks, chunk_data, properties))
+        except BaseException:
+            before = None if rejects_before is None else rejects_before.snapshot_id
+            best_effort(lambda: undo_snapshot(rejects, rejects_snapshot, before), "roll the rejects table back")
+            raise
         final["output"]["snapshot_id"] = snapshot
         log.info("committed snapshot %d of %s (%d data files)", snapshot, target.name, len(chunk_data))
         yield final
@@ -372,6 +379,20 @@ def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, 
     snapshot = table.current_snapshot()
     assert snapshot is not None
     return snapshot.snapshot_id
+
+
+def undo_snapshot(table: Table, ours: int, previous: int | None) -> bool:
+    """Make ``previous`` the table's current snapshot again if ``ours`` still is (the rejects table, when the
+    chunk table's commit failed after it: the rejects stay with the chunks they were counted with). Whether it
+    did; a table that had no snapshot before keeps ``ours``, which the chunk table's snapshots name in none of
+    their ``zerda.rejects-snapshot-id``."""
+    table.refresh()
+    current = table.current_snapshot()
+    if previous is None or current is None or current.snapshot_id != ours:
+        return False
+    with table.manage_snapshots() as snapshots:
+        snapshots.rollback_to_snapshot(previous)
+    return True
 
 
 def _current_data_files(metadata: Any, io: Any) -> Iterator[Any]:
@@ -443,6 +464,42 @@ def run_snapshot(table: Table, run_id: str) -> int | None:
         if snapshot.summary is not None and snapshot.summary.additional_properties.get(RUN_ID_KEY) == run_id:
             return snapshot.snapshot_id
     return None
+
+
+def uncommitted_runs(target: TableTarget) -> list[str]:
+    """The data folders (URLs) of runs that no snapshot of their table names: a killed run's files, or those of
+    a run writing now. A run's files are its folder's, and named by its snapshot only (each run replaces every
+    file), so a folder no snapshot names holds no file a reader can reach."""
+    catalog = target.catalog()
+    found = []
+    for name, location in ((target.name, target.chunks_location), (target.rejects_name, target.rejects_location)):
+        table = catalog.load_table(name)
+        committed = {s.summary.additional_properties.get(RUN_ID_KEY) for s in table.snapshots() if s.summary}
+        fs, root = url_to_fs(location)
+        try:
+            entries = fs.ls(posixpath.join(root, DATA_DIR), detail=False)
+        except FileNotFoundError:
+            continue
+        found += [fs.unstrip_protocol(e) for e in entries if posixpath.basename(e.rstrip("/")) not in committed]
+    return sorted(found)
+
+
+def notice_uncommitted_runs(target: TableTarget) -> None:
+    """Log the data folders of :func:`uncommitted_runs`, if any: only a notice, whatever the storage says."""
+    try:
+        leftover = uncommitted_runs(target)
+    except Exception as err:
+        log.debug("could not list the data folders of %s: %s", target.name, _why(err))
+        return
+    if leftover:
+        shown = ", ".join(leftover[:3]) + (", ..." if len(leftover) > 3 else "")
+        log.warning(
+            "%d data folder(s) of %s that no snapshot names (killed runs', or a run's writing now): %s; delete them "
+            "when no run is writing (docs/iceberg.md)",
+            len(leftover),
+            target.name,
+            shown,
+        )
 
 
 def discard_run(target: TableTarget, run_id: str) -> None:
