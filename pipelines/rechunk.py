@@ -70,6 +70,7 @@ from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, se
 from pipelines.output.iceberg import (
     TableTarget,
     committed_manifest,
+    conflict_line,
     discard_run,
     notice_uncommitted_runs,
     open_table,
@@ -305,8 +306,10 @@ def _run_into_table(
         best_effort(lambda: discard_run(target, run_id), "delete this run's data files")
         signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
         raise Stopped(signum, table_after_stop(target, run_id)) from None
-    except BaseException:
+    except BaseException as error:
         best_effort(lambda: discard_run(target, run_id), "delete this run's data files")
+        if (conflict := conflict_line(error)) is not None:  # another run's snapshot won: exit 2, naming it
+            raise OutputError(conflict) from error
         raise
     manifest = committed_manifest(target, run_id)
     if not args.quiet and not write_stdout(render_summary(Manifest(manifest), summary_lines(target, manifest)) + "\n"):

@@ -295,6 +295,27 @@ def test_a_commit_that_meets_another_commit_fails_naming_the_conflict(tmp_path: 
     assert table.scan().to_arrow().num_rows == second["counts"]["chunks"]
 
 
+def test_concurrent_runs_end_as_whole_snapshots_or_exit_2_naming_the_conflict(tmp_path: Path) -> None:
+    """Three jobs into one table at once: each ends as one whole snapshot (in some order) or exits 2 naming
+    the conflict; the table holds one run's rows, never a mix."""
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse)
+    argv = [str(BIN / "zerda-rechunk"), "--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"]
+    first = run(argv[1:])
+    jobs = [subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    ended = [(job.wait(timeout=300), job.stderr.read() if job.stderr else "") for job in jobs]
+    for code, err in ended:
+        assert code == 0 or (code == 2 and "changed while this run wrote (another run committed?)" in err), err
+        assert code != 2 or len([line for line in err.splitlines() if line.startswith("zerda: ")]) == 1, err
+    table = load_table(warehouse)
+    assert len(table.snapshots()) == 1 + sum(code == 0 for code, _ in ended)
+    rows = table.scan().to_arrow()
+    assert rows.num_rows == first["counts"]["chunks"] and len(set(rows["chunk_id"].to_pylist())) == rows.num_rows
+    committed = {s.summary[RUN_ID_KEY] for s in table.snapshots()}
+    assert uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)})) == [], "the losers' files deleted"
+    assert len(committed) == len(table.snapshots())
+
+
 def write_corpus(path: Path, documents: int) -> Path:
     """A JSONL corpus of ``documents`` narrative and technical documents of about 4,000 characters each."""
     words = "density chunk corpus record worker bucket table snapshot commit catalog manifest reject".split()

@@ -36,7 +36,7 @@ import apache_beam as beam
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
-from pipelines.errors import CommitError, OutputError, UsageError
+from pipelines.errors import CommitError, OutputError, TableConflict, UsageError, chain, without_beam_steps
 from pipelines.io.lease import best_effort
 from pipelines.io.write import (
     StagedFile,
@@ -372,7 +372,7 @@ def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, 
             for new in data_files:
                 overwrite.append_data_file(new)
     except (CommitFailedException, ValidationException) as err:  # pyiceberg retries, then checks for conflicts
-        raise CommitError(
+        raise TableConflict(
             f"Iceberg table {'.'.join(table.name())!r} changed while this run wrote (another run committed?): "
             f"not committing ({_why(err)})"
         ) from err
@@ -511,6 +511,18 @@ def discard_run(target: TableTarget, run_id: str) -> None:
             folder = posixpath.join(root, DATA_DIR, run_id)
             if fs.exists(folder):
                 fs.rm(folder, recursive=True)
+
+
+def conflict_line(error: BaseException) -> str | None:
+    """The line of a :class:`TableConflict` that ended a run, raised here or in a worker process (whose
+    traceback reaches the launcher as text naming the class), if one did."""
+    for err in chain(error):
+        if isinstance(err, TableConflict):
+            return str(err)
+        found = re.findall(rf"\b{TableConflict.__name__}: ([^\n]+)", str(err))
+        if found:
+            return without_beam_steps(found[-1])
+    return None
 
 
 def table_after_stop(target: TableTarget, run_id: str) -> str:
