@@ -6,11 +6,13 @@
    ``NAMESPACE.TABLE__rejects``. A malformed name, a catalog that cannot be loaded or reached, or a table whose
    schema is not zerda's is an ``OutputError`` (exit code 2) before any data file is written.
 2. Write: workers write the Parquet data files straight into each table's location,
-   ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``).
-3. Commit (:class:`CommitTable`, once, after every write): the accounting and the written rows are checked
-   against the manifest's counts; then the rejects table, then the chunk table, get one snapshot each that
-   replaces their data files with this run's (an ``overwrite``; the first run's is an ``append``). No byte
-   of data is copied: the snapshot names the files where the workers wrote them. The chunk table's snapshot
+   ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``), and keep
+   each file's footer and size (:class:`WrittenDataFile`).
+3. Commit (:class:`_CommitTable`, once, after every write): the accounting and the written rows are checked
+   against the manifest's counts, and one listing of the run's folders finds every file at its size; then the
+   rejects table, then the chunk table, get one snapshot each that replaces their data files with this run's
+   (an ``overwrite``; the first run's is an ``append``). No byte of data is copied or read again: the snapshot
+   names the files where the workers wrote them, with the statistics of their footers. The chunk table's snapshot
    carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
    ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run).
 
@@ -27,7 +29,6 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from pipelines.io.write import (
     _as_rows,
     _bucket_directory,
     _check_rows,
+    _StageParquet,
     _unless_stopped,
     _WriteParquet,
 )
@@ -72,7 +74,6 @@ RUN_ID_KEY = "zerda.run-id"
 MANIFEST_KEY = "zerda.manifest"
 REJECTS_SNAPSHOT_KEY = "zerda.rejects-snapshot-id"
 _NAME_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_FOOTER_THREADS = 16
 _NAME_MAPPING = "schema.name-mapping.default"
 
 # The chunk table's columns: the dataset's, and the partition column stored in each file (a Hive directory
@@ -245,22 +246,62 @@ def _check_table(table: Table, identifier: str, schema: pa.Schema, partitioned: 
         raise OutputError(f"Iceberg table {identifier!r} is partitioned {spec or 'not at all'}, not as zerda writes")
 
 
-class WriteTableChunks(_WriteParquet):
+@dataclass(frozen=True)
+class WrittenDataFile(StagedFile):
+    """A data file as its worker closed it: with its Parquet footer (``pyarrow.parquet.FileMetaData``) and its
+    size, all the commit needs to add it to the table without reading it again."""
+
+    footer: Any = None
+    size: int = 0
+
+
+class _WriteDataFiles(_StageParquet):
+    """The row writer of the directory output, each closed file given with its footer and size."""
+
+    def _close(self, directory: str) -> WrittenDataFile:
+        part = self._open.pop(directory)
+        if part.buffer or part.writer is None:
+            self._flush(directory, part)
+        assert part.writer is not None
+        part.writer.close()
+        size = part.handle.tell()  # the bytes written, footer included: what a reader seeks the footer from
+        part.handle.close()
+        return WrittenDataFile(directory, part.relative, part.rows, footer=part.writer.writer.metadata, size=size)
+
+
+class _WriteTable(_WriteParquet):
+    def _write(self, schema: pa.Schema, directory_of: Any, group_by: str | None = None) -> beam.ParDo:
+        return beam.ParDo(
+            _WriteDataFiles(
+                self._output,
+                self._run_id,
+                schema,
+                directory_of,
+                CHUNK_SUFFIX,
+                self._compression,
+                self._max_rows,
+                group_by,
+                self._folder,
+            )
+        )
+
+
+class WriteTableChunks(_WriteTable):
     """Chunk row lists -> Parquet data files in the chunk table's location, a folder per bucket."""
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return rows | "StageChunks" >> self._stage(TABLE_CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX, "source")
+        return rows | "StageChunks" >> self._write(TABLE_CHUNK_SCHEMA, _bucket_directory, "source")
 
 
-class WriteTableRejects(_WriteParquet):
+class WriteTableRejects(_WriteTable):
     """``Reject`` records -> Parquet data files in the rejects table's location (none when there is none)."""
 
     def expand(self, rejects: beam.PCollection) -> beam.PCollection:
-        return (
-            rejects
-            | "RejectRow" >> beam.Map(_as_rows)
-            | "StageRejects" >> self._stage(REJECT_SCHEMA, lambda _: REJECT_FILES_DIR, CHUNK_SUFFIX)
-        )
+        return rejects | "RejectRow" >> beam.Map(_as_rows) | "StageRejects" >> self._write(REJECT_SCHEMA, _rejects)
+
+
+def _rejects(_: Any) -> str:
+    return REJECT_FILES_DIR
 
 
 def write_table(
@@ -316,9 +357,8 @@ class _CommitTable(beam.DoFn):
         target, run_id = self._target, self._run_id
         catalog = target.catalog()
         chunks, rejects = catalog.load_table(target.name), catalog.load_table(target.rejects_name)
-        chunk_paths = [f"{target.chunks_location}/{f.path}" for f in chunk_files if f.rows]
-        reject_paths = [f"{target.rejects_location}/{f.path}" for f in reject_files if f.rows]
-        chunk_data, reject_data = _data_files(chunks, chunk_paths), _data_files(rejects, reject_paths)
+        chunk_data = _data_files(chunks, target.chunks_location, run_id, chunk_files)
+        reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
         rejects_before = rejects.current_snapshot()
         rejects_snapshot = _unless_stopped(run_id, lambda: _replace_data(rejects, reject_data, {RUN_ID_KEY: run_id}))
         final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
@@ -341,20 +381,53 @@ class _CommitTable(beam.DoFn):
         yield final
 
 
-def _data_files(table: Table, paths: list[str]) -> list[Any]:
-    """The Iceberg ``DataFile`` of each written file: its footer read for the statistics and partition."""
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+def _data_files(table: Table, location: str, run_id: str, written: list[StagedFile]) -> list[Any]:
+    """The Iceberg ``DataFile`` of each file the workers wrote, from the footer and size each worker kept: no
+    file is read again. One listing of the run's folder checks each file is there with its size (a listing
+    call per thousand files on an object store, where a read per file would cost the commit a request each)."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
+    files = [f for f in written if f.rows]
+    if not files:
+        return []
+    fs, root = url_to_fs(location)
+    listed = {
+        path: info.get("size") for path, info in fs.find(posixpath.join(root, DATA_DIR, run_id), detail=True).items()
+    }
     metadata = table.metadata
-
-    def data_file(path: str) -> Any:
-        try:
-            return parquet_file_to_data_file(table.io, metadata, path)
-        except (OSError, ValueError, pa.ArrowInvalid) as err:
-            raise CommitError(f"data file {path} cannot be added to {table.name()}: {_why(err)}") from err
-
-    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
-        return list(pool.map(data_file, paths))
+    schema = metadata.schema()
+    plan, mapping = compute_statistics_plan(schema, metadata.properties), parquet_path_to_id_mapping(schema)
+    data_files = []
+    for f in files:
+        if not isinstance(f, WrittenDataFile) or f.footer is None or f.footer.num_rows != f.rows:
+            raise CommitError(f"data file {f.path} was not written as zerda writes a table's files: not committing")
+        if listed.get(posixpath.join(root, f.path)) != f.size:
+            raise CommitError(
+                f"data file {location}/{f.path} is missing or not the size written ({f.size:,} bytes): not committing"
+            )
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=f.footer, stats_columns=plan, parquet_column_mapping=mapping
+        )
+        data_files.append(
+            DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=f"{location}/{f.path}",
+                file_format=FileFormat.PARQUET,
+                partition=statistics.partition(metadata.spec(), schema),
+                file_size_in_bytes=f.size,
+                sort_order_id=None,
+                spec_id=metadata.default_spec_id,
+                equality_ids=None,
+                key_metadata=None,
+                **statistics.to_serialized_dict(),
+            )
+        )
+    return data_files
 
 
 def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, str]) -> int:
