@@ -18,7 +18,7 @@
 
 A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and its
 data folder is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other
-fails with a ``CommitError`` naming the conflict, its files deleted.
+fails with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 import pyarrow as pa
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, OutputError, TableConflict, UsageError, chain, without_beam_steps
 from pipelines.io.lease import best_effort
@@ -118,7 +119,7 @@ def catalog_config(configured: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         properties["py-io-impl"] = FSSPEC_FILE_IO
     if not {"uri", "type", "py-catalog-impl"} & set(known):
         fs, path = url_to_fs(str(known.get("warehouse", DEFAULT_WAREHOUSE)))
-        if fs.protocol not in ("file", ("file", "local")) and "file" not in fs.protocol:
+        if not isinstance(fs, LocalFileSystem):
             raise UsageError(
                 f"the warehouse {redact_url(str(known['warehouse']))} is not on local disk: give the catalog's uri "
                 f"too (output.catalog.uri, e.g. sqlite:////path/{CATALOG_FILE}): an SQLite catalog file is local"
@@ -256,7 +257,8 @@ class WrittenDataFile(StagedFile):
 
 
 class _WriteDataFiles(_StageParquet):
-    """The row writer of the directory output, each closed file given with its footer and size."""
+    """The directory output's row writer, each closed file given with its footer and size (its ``_close``
+    closes the Parquet writer, then reads the bytes written from the still open file, then closes it)."""
 
     def _close(self, directory: str) -> WrittenDataFile:
         part = self._open.pop(directory)
@@ -270,6 +272,8 @@ class _WriteDataFiles(_StageParquet):
 
 
 class _WriteTable(_WriteParquet):
+    """The directory output's writers' settings; files end in ``.parquet`` and come with their footers."""
+
     def _write(self, schema: pa.Schema, directory_of: Any, group_by: str | None = None) -> beam.ParDo:
         return beam.ParDo(
             _WriteDataFiles(
