@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -314,6 +315,52 @@ def test_concurrent_runs_end_as_whole_snapshots_or_exit_2_naming_the_conflict(tm
     committed = {s.summary[RUN_ID_KEY] for s in table.snapshots()}
     assert uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)})) == [], "the losers' files deleted"
     assert len(committed) == len(table.snapshots())
+
+
+def test_a_locked_catalog_at_launch_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse)
+    run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
+    lock = sqlite3.connect(warehouse / "catalog.db", isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")  # another program holds the catalog file: no one reads or writes it
+    try:
+        assert main(["--output", f"iceberg://{TABLE}", "--config", str(config)]) == 2
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    err = capsys.readouterr().err
+    assert "database is locked" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_catalog_locked_at_commit_fails_the_run_with_one_line_and_keeps_the_previous_snapshot(
+    tmp_path: Path,
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "a.yaml", warehouse, "  max_rows_per_file: 100\n")
+    first = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
+    data = Path(load_table(warehouse).location().removeprefix("file://")) / "data"
+    (first_run,) = [p.name for p in data.iterdir()]
+    corpus = write_corpus(tmp_path / "big.jsonl", 3000)
+    command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
+    job = subprocess.Popen([*command, "--config", str(config), "--quiet"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not [p for p in data.rglob("*.parquet") if first_run not in p.parts] and job.poll() is None:
+        assert time.monotonic() < deadline, "the job wrote no data file"
+        time.sleep(0.01)
+    assert job.poll() is None, "the job ended before the catalog could be locked: give it a larger corpus"
+    lock = sqlite3.connect(warehouse / "catalog.db", isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # another writer holds the catalog: reads go on, no commit can be made
+    try:
+        _, err = job.communicate(timeout=300)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert job.returncode == 1, err
+    (line,) = [line for line in err.splitlines() if line.startswith("zerda: ")]
+    assert "the commit to Iceberg table 'corpus.chunks' failed" in line and "keeps its previous snapshot" in line
+    table = load_table(warehouse)
+    assert [s.snapshot_id for s in table.snapshots()] == [first["output"]["snapshot_id"]]
+    assert [p.name for p in data.iterdir()] == [first_run], "the failed run deleted its data files"
 
 
 def write_corpus(path: Path, documents: int) -> Path:

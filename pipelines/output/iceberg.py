@@ -38,7 +38,7 @@ import pyarrow as pa
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from pipelines.errors import CommitError, OutputError, TableConflict, UsageError, chain, without_beam_steps
+from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
 from pipelines.io.lease import best_effort
 from pipelines.io.write import (
     StagedFile,
@@ -358,6 +358,17 @@ class _CommitTable(beam.DoFn):
     def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
         check_accounting(manifest)
         _check_rows([*chunk_files, *(replace(f, directory=REJECTS_DIR) for f in reject_files)], manifest)
+        try:
+            yield self._commit(chunk_files, reject_files, manifest)
+        except Explained:  # a CommitError, a TableConflict, a stop: they say what happened
+            raise
+        except Exception as err:  # the catalog or the storage failed (down, locked, denied)
+            name = self._target.name
+            raise CommitError(
+                f"the commit to Iceberg table {name!r} failed ({_why(err)}); it keeps its previous snapshot"
+            ) from err
+
+    def _commit(self, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict) -> dict:
         target, run_id = self._target, self._run_id
         catalog = target.catalog()
         chunks, rejects = catalog.load_table(target.name), catalog.load_table(target.rejects_name)
@@ -382,7 +393,7 @@ class _CommitTable(beam.DoFn):
             raise
         final["output"]["snapshot_id"] = snapshot
         log.info("committed snapshot %d of %s (%d data files)", snapshot, target.name, len(chunk_data))
-        yield final
+        return final
 
 
 def _data_files(table: Table, location: str, run_id: str, written: list[StagedFile]) -> list[Any]:
