@@ -569,3 +569,13 @@ def test_the_rejects_snapshot_of_a_run_whose_chunk_commit_failed_is_undone(tmp_p
     assert rejects.current_snapshot().snapshot_id == previous  # type: ignore[union-attr]
     assert [s.snapshot_id for s in rejects.snapshots()] == [previous, ours], "kept for time travel"
     assert not undo_snapshot(rejects, ours, previous), "only while the run's snapshot is the current one"
+
+
+def test_without_pyiceberg_a_table_output_exits_2_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """zerda installed without the ``iceberg`` extra: directory runs work, a table run says what to install."""
+    monkeypatch.setitem(sys.modules, "pyiceberg", None)  # as if it were not installed: its import fails
+    assert main(["--output", str(tmp_path / "out"), "--quiet"]) == 0
+    assert main(["--output", f"iceberg://{TABLE}", "--config", str(write_config(tmp_path / "a.yaml", tmp_path))]) == 2
+    assert "pip install 'zerda[iceberg]'" in capsys.readouterr().err
