@@ -14,7 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,12 +205,23 @@ def test_a_second_run_is_a_second_snapshot_and_the_first_stays_readable_by_id_an
     as_of = table.snapshot_as_of_timestamp(two.timestamp_ms - 1)
     assert as_of is not None and as_of.snapshot_id == one.snapshot_id
     assert table.scan(snapshot_id=as_of.snapshot_id).to_arrow().sort_by("chunk_id").equals(by_id.sort_by("chunk_id"))
+    # DuckDB's time travel, by snapshot id and by time (UTC)
+    scan = f"SELECT count(*) FROM iceberg_scan('{table.metadata_location}'{{}})"
+    at_one = datetime.fromtimestamp(one.timestamp_ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    db = duckdb_with_iceberg()
+    assert db.sql(scan.format("")).fetchone() == (second["counts"]["chunks"],)
+    assert db.sql(scan.format(f", snapshot_from_id={one.snapshot_id}")).fetchone() == (first["counts"]["chunks"],)
+    assert db.sql(scan.format(f", snapshot_from_timestamp=TIMESTAMP '{at_one}'")).fetchone() == (
+        first["counts"]["chunks"],
+    )
     rejects = load_table(warehouse, f"{TABLE}__rejects")
     assert len(rejects.snapshots()) == 2
     assert rejects.scan().to_arrow().num_rows == second["counts"]["reject_rows"]
 
     # expired (docs/iceberg.md), the first run's folder is one no snapshot names: listed for deletion
-    table.maintenance.expire_snapshots().older_than(datetime.fromtimestamp(two.timestamp_ms / 1000)).commit()
+    table.maintenance.expire_snapshots().older_than(
+        datetime.fromtimestamp(two.timestamp_ms / 1000, timezone.utc)
+    ).commit()
     assert [s.snapshot_id for s in load_table(warehouse).snapshots()] == [two.snapshot_id]
     leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
     assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == [one.summary[RUN_ID_KEY]]
