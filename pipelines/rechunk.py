@@ -178,6 +178,15 @@ def build_pipeline(
     With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease. A
     :class:`~pipelines.output.iceberg.TableTarget` output is an Iceberg table (``pipelines.output.iceberg``).
     """
+    if isinstance(output, TableTarget):  # an Iceberg table: its own writers and commit (no incremental state yet)
+        return write_table(pipeline, files, settings, output, started, progress_seconds, run_id or new_run_id())
+    commit = CommitOutput(output, run_id)
+    run_id = run_id or new_run_id()
+    previous = previous or Previous()
+    unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
+    skipped = {report.source for report in unchanged}
+    to_read = [file for file in files if source_name(file.url) not in skipped]
+    read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input)
     chunk_documents = ChunkDocuments(
         settings.chunking,
         settings.enrich,
@@ -187,16 +196,6 @@ def build_pipeline(
         max_reject_rows=settings.input.max_reject_rows,
         embed_text=settings.output.embed_text,
     )
-    if isinstance(output, TableTarget):  # an Iceberg table: its own writers and commit (no incremental state yet)
-        read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
-        return write_table(read, chunk_documents, output, settings, started, run_id or new_run_id())
-    commit = CommitOutput(output, run_id)
-    run_id = run_id or new_run_id()
-    previous = previous or Previous()
-    unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
-    skipped = {report.source for report in unchanged}
-    to_read = [file for file in files if source_name(file.url) not in skipped]
-    read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input)
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(
         chunk_documents,

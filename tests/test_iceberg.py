@@ -590,3 +590,22 @@ def test_without_pyiceberg_a_table_output_exits_2_naming_the_extra(
     assert main(["--output", str(tmp_path / "out"), "--quiet"]) == 0
     assert main(["--output", f"iceberg://{TABLE}", "--config", str(write_config(tmp_path / "a.yaml", tmp_path))]) == 2
     assert "pip install 'zerda[iceberg]'" in capsys.readouterr().err
+
+
+def test_a_table_holds_the_rows_of_a_directory_run_with_every_optional_column_filled(tmp_path: Path) -> None:
+    """Keywords, section density, headings and embed_text on: the table's chunk job is the directory's."""
+    settings = (
+        '  embed_text: "{section}\\n\\n{text}"\n'
+        "chunking:\n  density_scope: section\nenrich:\n  keywords: true\n  top_k: 3\n"
+    )
+    warehouse = tmp_path / "warehouse"
+    config = write_config(tmp_path / "full.yaml", warehouse, settings)
+    directory = tmp_path / "dir"
+    run(["--output", str(directory), "--config", str(config), "--quiet"])
+    run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
+    rows = as_directory_rows(load_table(warehouse).scan().to_arrow())
+    expected = read_chunks(directory)
+    expected = expected.select(rows.schema.names).cast(rows.schema)
+    assert rows["keywords"].null_count == 0 and rows["embed_text"].null_count == 0
+    assert rows["local_density"].null_count == 0
+    assert sorted_rows(rows) == sorted_rows(expected)

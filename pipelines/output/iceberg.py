@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from pipelines.chunking import ChunkDocuments
+    from pipelines.io.expand import InputFile
     from pipelines.settings import Settings
 
 log = logging.getLogger("zerda")
@@ -309,15 +309,29 @@ def _rejects(_: Any) -> str:
 
 
 def write_table(
-    read: Any,
-    chunk_documents: ChunkDocuments,
-    target: TableTarget,
+    pipeline: beam.Pipeline,
+    files: list[InputFile],
     settings: Settings,
+    target: TableTarget,
     started: datetime,
+    progress_seconds: float,
     run_id: str,
 ) -> beam.PCollection:
-    """The job after ``ReadCorpus``, into an Iceberg table: chunk, write the data files, build the manifest,
-    commit. Returns the PCollection of the committed manifest."""
+    """The job into an Iceberg table: read, chunk (as ``pipelines.rechunk.build_pipeline`` does for a directory),
+    write the data files, build the manifest, commit. Returns the PCollection of the committed manifest."""
+    from pipelines.chunking import ChunkDocuments
+    from pipelines.io.read import ReadCorpus
+
+    read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
+    chunk_documents = ChunkDocuments(
+        settings.chunking,
+        settings.enrich,
+        bucket_width=settings.output.bucket_width,
+        fingerprint=settings.fingerprint,
+        progress_seconds=progress_seconds,
+        max_reject_rows=settings.input.max_reject_rows,
+        embed_text=settings.output.embed_text,
+    )
     chunked = read.records | "ChunkDocuments" >> chunk_documents
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
