@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=non_empty,
         default=DEFAULT_OUTPUT,
         metavar="DIR_OR_URL",
-        help=f"default: {DEFAULT_OUTPUT}",
+        help=f"a folder on any fsspec filesystem, or iceberg://NAMESPACE.TABLE for an Apache Iceberg table "
+        f"(docs/iceberg.md); default: {DEFAULT_OUTPUT}",
     )
     parser.add_argument(
         "--config", action=Once, type=non_empty, metavar="YAML", help="reviewed run settings (default: the defaults)"
