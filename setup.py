@@ -22,6 +22,8 @@ EXTRAS = {
     "s3": ["s3fs>=2024.2"],  # fsspec reads and writes s3:// (zerda itself never imports boto3)
     "gcs": ["gcsfs>=2024.2"],
     "azure": ["adlfs>=2024.2"],
+    # --output iceberg://NAMESPACE.TABLE (pipelines.output.iceberg): SQLite and PostgreSQL catalogs out of the box
+    "iceberg": ["pyiceberg[sql-sqlite,sql-postgres]>=0.12"],
     "dev": [
         "setuptools>=70.1",
         "hatchling>=1.21",  # builds the zerda-core distribution (packaging/zerda-core) in a test
@@ -29,6 +31,11 @@ EXTRAS = {
         "pytest-xdist>=3.5",
         "hypothesis>=6.100",
         "duckdb>=1.0",
+        # the Iceberg output's tests: pyiceberg, and DuckDB's iceberg extension from PyPI (it needs avro; both
+        # pin the duckdb version they are built for, so no extension is downloaded at run time)
+        "pyiceberg[sql-sqlite,sql-postgres]>=0.12",
+        "duckdb-extension-iceberg",
+        "duckdb-extension-avro",
         "polars>=1.0",
         "s3fs>=2024.2",
         "moto[server]>=5",  # brings boto3, at a version whose botocore s3fs's aiobotocore accepts
@@ -62,7 +69,7 @@ assert _VERSION_LINE, "zerda_core/__init__.py sets no __version__"
 VERSION = _VERSION_LINE[1]
 
 # Everything a run can use (storage, tokenizers, embeddings), not the tools that build and test zerda.
-EXTRAS["all"] = sorted({req for name in ("s3", "gcs", "azure", "tokens", "rag") for req in EXTRAS[name]})
+EXTRAS["all"] = sorted({req for name in ("s3", "gcs", "azure", "iceberg", "tokens", "rag") for req in EXTRAS[name]})
 
 setup(
     name="zerda",

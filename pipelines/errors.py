@@ -67,6 +67,10 @@ class CommitError(OSError, Explained):
     """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
 
 
+class TableConflict(CommitError):
+    """Another run committed to the Iceberg table while this one wrote: this run commits nothing (exit code 2)."""
+
+
 class AccountingError(RuntimeError, Explained):
     """Records read do not add up to documents chunked plus rejects: something was lost or doubled. Checked
     by the commit before it changes OUTPUT."""

@@ -73,6 +73,18 @@ from pipelines.io.write import (
 from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
+from pipelines.output.iceberg import (
+    TableTarget,
+    committed_manifest,
+    conflict_line,
+    discard_run,
+    notice_uncommitted_runs,
+    open_table,
+    summary_lines,
+    table_after_stop,
+    table_name,
+    write_table,
+)
 from pipelines.output.manifest import Manifest
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
@@ -131,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=non_empty,
         default=DEFAULT_OUTPUT,
         metavar="DIR_OR_URL",
-        help=f"default: {DEFAULT_OUTPUT}",
+        help=f"a folder on any fsspec filesystem, or iceberg://NAMESPACE.TABLE for an Apache Iceberg table "
+        f"(docs/iceberg.md); default: {DEFAULT_OUTPUT}",
     )
     parser.add_argument(
         "--config", action=Once, type=non_empty, metavar="YAML", help="reviewed run settings (default: the defaults)"
@@ -161,7 +174,7 @@ def build_pipeline(
     pipeline: beam.Pipeline,
     files: list[InputFile],
     settings: Settings,
-    output: str,
+    output: str | TableTarget,
     started: datetime,
     progress_seconds: float = DEFAULT_INTERVAL_SECONDS,
     run_id: str | None = None,
@@ -169,8 +182,11 @@ def build_pipeline(
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest.
 
-    With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease.
+    With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease. A
+    :class:`~pipelines.output.iceberg.TableTarget` output is an Iceberg table (``pipelines.output.iceberg``).
     """
+    if isinstance(output, TableTarget):  # an Iceberg table: its own writers and commit (no incremental state yet)
+        return write_table(pipeline, files, settings, output, started, progress_seconds, run_id or new_run_id())
     commit = CommitOutput(output, run_id)
     run_id = run_id or new_run_id()
     previous = previous or Previous()
@@ -228,6 +244,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     pipeline = new_pipeline(options, runner)
     check_endpoint(runner, options)
     settings = load_settings(args.config)
+    table = table_name(None if args.output == DEFAULT_OUTPUT else args.output, settings.output.table)
+    if table is not None:
+        return _run_into_table(table, args, settings, pipeline, runner, options, worker_levels)
     files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
     prepare_output(args.output)
     run_id = new_run_id()
@@ -261,6 +280,45 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
         print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
     return manifest.to_dict()
+
+
+def _run_into_table(
+    table: str,
+    args: argparse.Namespace,
+    settings: Settings,
+    pipeline: beam.Pipeline,
+    runner: PipelineRunner,
+    options: PipelineOptions,
+    worker_levels: tuple[str, str] | None,
+) -> dict[str, Any]:
+    """:func:`run` into an Iceberg table: the tables are opened (created if missing) before anything is
+    written; a run that fails or is stopped before its commit leaves them as they were, its files deleted."""
+    if args.incremental or settings.output.incremental:
+        raise UsageError("--incremental into an Iceberg table is not supported yet: run it in full")
+    files = expand_inputs(args.input or [sample_corpus_glob()])
+    target = open_table(table, settings.output.catalog)
+    notice_uncommitted_runs(target)
+    run_id = new_run_id()
+    log.info("reading %d file(s) into Iceberg table %s (settings %s)", len(files), table, settings.fingerprint)
+    started = datetime.now(timezone.utc)
+    try:
+        with worker_environment(worker_levels):
+            build_pipeline(pipeline, files, settings, target, started, args.progress_seconds, run_id)
+            _run_to_the_end(pipeline, runner, options)
+    except (KeyboardInterrupt, Terminated) as stop:
+        stop_commit(run_id)
+        best_effort(lambda: discard_run(target, run_id), "delete this run's data files")
+        signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
+        raise Stopped(signum, table_after_stop(target, run_id)) from None
+    except BaseException as error:
+        best_effort(lambda: discard_run(target, run_id), "delete this run's data files")
+        if (conflict := conflict_line(error)) is not None:  # another run's snapshot won: exit 2, naming it
+            raise OutputError(conflict) from error
+        raise
+    manifest = committed_manifest(target, run_id)
+    if not args.quiet and not write_stdout(render_summary(Manifest(manifest), summary_lines(target, manifest)) + "\n"):
+        print("zerda: the table is committed; its summary could not be printed", file=sys.stderr)
+    return manifest
 
 
 class _StopState:
@@ -425,9 +483,11 @@ def nothing_chunked(manifest: dict[str, Any]) -> str:
     counts = manifest["counts"]
     reasons = sorted(((n, reason) for reason, n in counts["rejects"].items() if n), reverse=True)
     because = ", ".join(f"{n:,} {reason}" for n, reason in reasons) or "no record"
+    output = manifest["output"]
+    where = output.get("rejects_table") or f"{output['root'].rstrip('/')}/{REJECTS_DIR}/"  # a table's, or a folder
     message = (
         f"read {counts['files_read']:,} file(s) and {counts['records_read']:,} record(s) but chunked none"
-        f" (rejects: {because}); the rejects are in {manifest['output']['root'].rstrip('/')}/{REJECTS_DIR}/"
+        f" (rejects: {because}); the rejects are in {where}"
     )
     if counts["rejects"].get("not_text"):
         message += "".join(f"; {hint}" for hint in _not_text_hints(manifest))

@@ -74,6 +74,11 @@ OPTIONAL_FORMAT = _Rule(
 )
 _SUFFIX = re.compile(r"\.[^\s./\\]+")  # one dot, then no dot, separator or space: what split_suffixes can find
 PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
+CATALOG_PROPERTIES = _Rule(
+    "map",
+    lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(p, (str, int, bool)) for k, p in v.items()),
+    "a mapping of pyiceberg catalog property names to strings",
+)
 
 
 def _setting(default: Any, rule: _Rule, description: str) -> Any:
@@ -285,6 +290,18 @@ class OutputSettings(_Section):
         _Rule("str", lambda v: v is None or isinstance(v, str), TEMPLATE_RULE),
         'Fills the `embed_text` column, e.g. `"{section}\\n\\n{text}"`; null: the column is null.',
     )
+    table: str | None = _setting(
+        None,
+        OPTIONAL_NAME,
+        "`NAMESPACE.TABLE`: write an Apache Iceberg table, like `--output iceberg://NAMESPACE.TABLE`"
+        " (docs/iceberg.md); null: `--output` says where.",
+    )
+    catalog: Mapping[str, str] = _setting(
+        {},
+        CATALOG_PROPERTIES,
+        "The Iceberg catalog: pyiceberg catalog properties (`name`, `type`, `uri`, `warehouse`, ...);"
+        " `{}`: an SQLite catalog and warehouse in `out/warehouse`.",
+    )
 
     def _cross_checks(self) -> list[str]:
         if not isinstance(self.embed_text, str):
@@ -351,11 +368,12 @@ class Settings:
         """Short hash of the run's settings and the zerda version, the manifest's ``fingerprint``: an incremental
         run carries rows only from an output of an equal one. Each chunk's own is :attr:`config_fingerprint`.
 
-        ``output.incremental`` and ``input.split_bytes`` are left out: they change how the rows are made,
-        not the rows.
+        ``output.incremental``, ``input.split_bytes`` and where the rows go (``output.table``,
+        ``output.catalog``) are left out: they change how the rows are made or where they are kept, not the rows.
         """
         settings = self.to_dict()
-        del settings["output"]["incremental"]
+        for key in ("incremental", "table", "catalog"):
+            del settings["output"][key]
         settings["chunking"] = self.chunking.identity()
         del settings["input"]["split_bytes"]
         return _fingerprint(settings)

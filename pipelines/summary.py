@@ -6,8 +6,9 @@ from pipelines.output.manifest import Manifest
 from pipelines.terminal_table import render_histogram, render_table
 
 
-def render_summary(manifest: Manifest) -> str:
-    """What the launcher prints once the run is committed, from the manifest it committed."""
+def render_summary(manifest: Manifest, where: list[str] | None = None) -> str:
+    """What the launcher prints once the run is committed, from the manifest it committed; ``where``: the last
+    lines, saying where the output is and how to read it (default: those of a Parquet directory)."""
     counts = manifest.counts
     width = manifest.bucket_width
     output = manifest.root
@@ -45,6 +46,8 @@ def render_summary(manifest: Manifest) -> str:
         "",
         _overlap_line(text_chars, sum(counts["chars_by_bucket"].values()), counts.get("overlap_chars", 0)),
         "",
+    ]
+    lines += where or [
         f"output:  {output}",
         f"report:  zerda-report {output}",
         "query:   SELECT density_bucket, count(*) AS chunks FROM read_parquet("

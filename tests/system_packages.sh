@@ -3,6 +3,7 @@
 #   chromium         renders the HTML report in a test (tests/test_report.py);
 #   debian-handbook  the English and Arabic pages the density tests compare (tests/debian_texts.py);
 #   java and mvn     run the Flink cluster and fetch Beam's job server jars (tests/flink_cluster.py).
+#   postgresql       the PostgreSQL server an Iceberg catalog is tested against (tests/postgres_server.py).
 # Needs root (or sudo) and apt-get; otherwise names the packages and stops, since the tests would fail.
 set -eu
 need=""
@@ -10,6 +11,7 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
 [ -d /usr/share/doc/debian-handbook/html/ar-MA ] || need="$need debian-handbook"
 command -v java >/dev/null 2>&1 || need="$need openjdk-17-jre-headless"
 command -v mvn >/dev/null 2>&1 || need="$need maven"
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need="$need postgresql"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" -eq 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; else sudo="none"; fi
 if [ "$sudo" = none ] || ! command -v apt-get >/dev/null 2>&1; then

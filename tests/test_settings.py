@@ -75,6 +75,8 @@ def test_defaults_are_the_documented_ones() -> None:
             "max_rows_per_file": 100_000,
             "incremental": False,
             "embed_text": None,
+            "table": None,
+            "catalog": {},
         },
         "enrich": {"keywords": False, "top_k": 5},
     }

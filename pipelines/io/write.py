@@ -246,9 +246,11 @@ class _StageParquet(beam.DoFn):
         max_rows_per_file: int,
         group_by: str | None = None,
         describe: Describe | None = None,
+        folder: str | None = None,
     ) -> None:
         self._output = output
         self._run_id = run_id
+        self._folder = folder or f"{STAGING_DIR}/{run_id}"  # where in OUTPUT the files go
         self._schema = schema
         self._directory_of = directory_of
         self._group_by = group_by
@@ -303,7 +305,7 @@ class _StageParquet(beam.DoFn):
             part.abandon()
 
     def _new_path(self, directory: str) -> str:
-        relative = f"{STAGING_DIR}/{self._run_id}/{directory}/part-{uuid.uuid4().hex}{self._suffix}"
+        relative = f"{self._folder}/{directory}/part-{uuid.uuid4().hex}{self._suffix}"
         folder = posixpath.dirname(f"{self._root}/{relative}")
         if folder not in self._made_dirs:
             self._fs.makedirs(folder, exist_ok=True)
@@ -378,7 +380,9 @@ class _WriteParquet(beam.PTransform):
         run_id: str,
         compression: str = "zstd",
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        folder: str | None = None,
     ) -> None:
+        """``folder``: where in ``output`` the files are written (default: the run's staging folder)."""
         super().__init__()
         if not _RUN_ID.match(run_id):
             raise ValueError(f"run_id must be letters, digits, '.', '_' or '-', got {run_id!r}")
@@ -388,6 +392,7 @@ class _WriteParquet(beam.PTransform):
         self._run_id = run_id
         self._compression = compression
         self._max_rows = max_rows_per_file
+        self._folder = folder
 
     def _stage(
         self,
@@ -408,6 +413,7 @@ class _WriteParquet(beam.PTransform):
                 self._max_rows,
                 group_by,
                 describe,
+                self._folder,
             )
         )
 

@@ -1,0 +1,640 @@
+"""Output as an Apache Iceberg table, through pyiceberg: ``--output iceberg://NAMESPACE.TABLE`` or ``output.table``.
+
+1. Launch (:func:`open_table`): load the catalog (``output.catalog``: pyiceberg's catalog properties; none
+   given, an SQLite catalog in ``out/warehouse``), then create the namespace and the two tables if missing:
+   ``NAMESPACE.TABLE`` (the chunk columns and ``density_bucket``, partitioned by it, identity) and
+   ``NAMESPACE.TABLE__rejects``. A malformed name, a catalog that cannot be loaded or reached, or a table whose
+   schema is not zerda's is an ``OutputError`` (exit code 2) before any data file is written.
+2. Write: workers write the Parquet data files straight into each table's location,
+   ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``), and keep
+   each file's footer and size (:class:`WrittenDataFile`).
+3. Commit (:class:`_CommitTable`, once, after every write): the accounting and the written rows are checked
+   against the manifest's counts, and one listing of the run's folders finds every file at its size; then the
+   rejects table, then the chunk table, get one snapshot each that replaces their data files with this run's
+   (an ``overwrite``; the first run's is an ``append``). No byte of data is copied or read again: the snapshot
+   names the files where the workers wrote them, with the statistics of their footers. The chunk table's snapshot
+   carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
+   ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run).
+
+A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and its
+data folder is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other
+fails with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import apache_beam as beam
+import pyarrow as pa
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
+from pipelines.io.lease import best_effort
+from pipelines.io.write import (
+    StagedFile,
+    _as_rows,
+    _bucket_directory,
+    _check_rows,
+    _StageParquet,
+    _unless_stopped,
+    _WriteParquet,
+)
+from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN, REJECTS_DIR
+from pipelines.manifest import BuildManifest, check_accounting, finish_manifest
+from pipelines.redact import redact_url
+from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from pipelines.io.expand import InputFile
+    from pipelines.settings import Settings
+
+log = logging.getLogger("zerda")
+
+SCHEME = "iceberg://"
+REJECTS_TABLE_SUFFIX = "__rejects"
+DATA_DIR = "data"  # in a table's location: data/<run_id>/...
+REJECT_FILES_DIR = "rejects"
+DEFAULT_CATALOG_NAME = "zerda"
+DEFAULT_WAREHOUSE = "out/warehouse"
+CATALOG_FILE = "catalog.db"
+FSSPEC_FILE_IO = "pyiceberg.io.fsspec.FsspecFileIO"
+RUN_ID_KEY = "zerda.run-id"
+MANIFEST_KEY = "zerda.manifest"
+REJECTS_SNAPSHOT_KEY = "zerda.rejects-snapshot-id"
+_NAME_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME_MAPPING = "schema.name-mapping.default"
+
+# The chunk table's columns: the dataset's, and the partition column stored in each file (a Hive directory
+# keeps it in the path; an Iceberg data file holds it, and pyiceberg reads its value from the file's statistics)
+TABLE_CHUNK_SCHEMA = CHUNK_SCHEMA.append(pa.field(PARTITION_COLUMN, pa.int32(), nullable=False))
+
+
+def table_name(output: str | None, setting: str | None) -> str | None:
+    """The table a run writes, ``NAMESPACE.TABLE``, from ``--output iceberg://...`` (None: not given) or
+    ``output.table``; None for a Parquet directory. A malformed name, or two names, is a ``UsageError``."""
+    given = output[len(SCHEME) :] if output is not None and output.startswith(SCHEME) else None
+    if output is not None and given is None and setting is not None:
+        raise UsageError(f"--output {output!r} is a directory but output.table is {setting!r}: give one of them")
+    if given is not None and setting is not None and given != setting:
+        raise UsageError(f"--output names table {given!r} but output.table is {setting!r}: give one of them")
+    name = given if given is not None else setting
+    if name is None:
+        return None
+    parts = name.split(".")
+    if len(parts) < 2 or not all(_NAME_PART.match(part) for part in parts):
+        raise UsageError(
+            f"Iceberg table {name!r} is not NAMESPACE.TABLE (parts of letters, digits and '_', each starting "
+            "with a letter or '_', joined by '.')"
+        )
+    return name
+
+
+def catalog_config(configured: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The catalog's name and the properties given to pyiceberg's ``load_catalog`` (which adds those of the
+    environment, ``PYICEBERG_CATALOG__<NAME>__<KEY>``, and of ``~/.pyiceberg.yaml``). With no ``uri`` or
+    ``type`` anywhere: an SQLite catalog, its file ``catalog.db`` in the warehouse folder (local disk). The
+    file IO is fsspec's unless one is named (``py-io-impl``), so that endpoints and credentials come from the
+    ordinary environment (``AWS_ENDPOINT_URL``, ...) for the commit as for the workers' writes."""
+    from pyiceberg.utils.config import Config
+
+    properties = {key: _text(value) for key, value in configured.items()}
+    name = properties.pop("name", DEFAULT_CATALOG_NAME)
+    if "warehouse" in properties and "://" not in properties["warehouse"]:  # workers may not share our cwd
+        properties["warehouse"] = f"file://{os.path.abspath(properties['warehouse'])}"
+    known = {**(Config().get_catalog_config(name) or {}), **properties}
+    if "py-io-impl" not in known:  # fsspec, as zerda's own reads and writes: the environment's endpoints apply
+        properties["py-io-impl"] = FSSPEC_FILE_IO
+    if not {"uri", "type", "py-catalog-impl"} & set(known):
+        fs, path = url_to_fs(str(known.get("warehouse", DEFAULT_WAREHOUSE)))
+        if not isinstance(fs, LocalFileSystem):
+            raise UsageError(
+                f"the warehouse {redact_url(str(known['warehouse']))} is not on local disk: give the catalog's uri "
+                f"too (output.catalog.uri, e.g. sqlite:////path/{CATALOG_FILE}): an SQLite catalog file is local"
+            )
+        fs.makedirs(path, exist_ok=True)
+        properties |= {"type": "sql", "uri": f"sqlite:///{path}/{CATALOG_FILE}", "warehouse": f"file://{path}"}
+    return name, properties
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    """An Iceberg output as the workers and the commit need it: the catalog, the tables and their locations."""
+
+    name: str  # NAMESPACE.TABLE
+    catalog_name: str
+    properties: Mapping[str, str]
+    chunks_location: str
+    rejects_location: str
+
+    @property
+    def rejects_name(self) -> str:
+        return f"{self.name}{REJECTS_TABLE_SUFFIX}"
+
+    @property
+    def url(self) -> str:
+        return f"{SCHEME}{self.name}"
+
+    def catalog(self) -> Catalog:
+        return _load_catalog(self.catalog_name, self.properties)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def _load_catalog(name: str, properties: Mapping[str, str]) -> Catalog:
+    """pyiceberg's catalog ``name``: ``properties`` over those of the environment and ``~/.pyiceberg.yaml`` as
+    they are now (pyiceberg's ``load_catalog`` reads the environment once, when it is imported). The
+    environment's properties, a password among them, stay out of the job's graph: each process reads its own."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
+
+    known = {key: value for key, value in (Config().get_catalog_config(name) or {}).items() if isinstance(value, str)}
+    return load_catalog(name, **{**known, **properties})
+
+
+def open_table(name: str, configured: Mapping[str, Any]) -> TableTarget:
+    """Load the catalog and the tables of ``name`` (created when missing): OutputError if it cannot be done."""
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError as err:
+        raise OutputError(f"an Iceberg output needs pyiceberg: pip install 'zerda[iceberg]' ({err})") from err
+    catalog_name, properties = catalog_config(configured)
+    where = f"catalog {catalog_name!r}"
+    try:
+        catalog = _load_catalog(catalog_name, properties)
+    except Exception as err:  # an unknown type, a missing driver, a server that does not answer
+        raise OutputError(f"{where} cannot be opened: {_why(err)}") from err
+    try:
+        catalog.create_namespace_if_not_exists(name.rsplit(".", 1)[0])
+        chunks = _load_or_create(catalog, name, TABLE_CHUNK_SCHEMA, partitioned=True)
+        rejects = _load_or_create(catalog, f"{name}{REJECTS_TABLE_SUFFIX}", REJECT_SCHEMA, partitioned=False)
+    except OutputError:
+        raise
+    except Exception as err:
+        raise OutputError(f"Iceberg table {name!r} in {where}: {_why(err)}") from err
+    return TableTarget(name, catalog_name, properties, _location(chunks), _location(rejects))
+
+
+def _why(err: BaseException) -> str:
+    """An error in one line, credentials in URLs hidden (a catalog uri may hold a password)."""
+    return redact_url(f"{type(err).__name__}: {err}".splitlines()[0])
+
+
+def _location(table: Table) -> str:
+    return table.location().rstrip("/")
+
+
+def _load_or_create(catalog: Catalog, identifier: str, schema: pa.Schema, *, partitioned: bool) -> Table:
+    """The table, checked to have zerda's columns and partitioning; created when missing (in one commit:
+    the schema, the identity partition on ``density_bucket`` and the name mapping readers of files without
+    field ids need)."""
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        transaction = catalog.create_table_transaction(identifier, schema=schema)
+        if partitioned:
+            with transaction.update_spec() as spec:
+                spec.add_identity(PARTITION_COLUMN)
+        mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
+        transaction.set_properties({_NAME_MAPPING: mapping})
+        try:
+            return transaction.commit_transaction()
+        except TableAlreadyExistsError:  # another launch created it meanwhile
+            table = catalog.load_table(identifier)
+    _check_table(table, identifier, schema, partitioned)
+    return table
+
+
+def _columns(schema: Any) -> list[tuple[str, str, bool]]:
+    """An Iceberg schema's top-level columns as (name, type without ids, required)."""
+    return [(f.name, re.sub(r"-?\d+: ", "", str(f.field_type)), f.required) for f in schema.fields]
+
+
+def _check_table(table: Table, identifier: str, schema: pa.Schema, partitioned: bool) -> None:
+    """OutputError unless the table has zerda's columns (names, types, nullability) and partitioning."""
+    from pyiceberg.catalog import Catalog
+
+    expected = _columns(Catalog._convert_schema_if_needed(schema))
+    found = _columns(table.schema())
+    if found != expected:
+        differ = ", ".join(f"{c[0]} {c[1]}{'' if c[2] else ' (optional)'}" for c in found if c not in expected)
+        missing = ", ".join(c[0] for c in expected if c not in found)
+        raise OutputError(
+            f"Iceberg table {identifier!r} has columns zerda does not write (not zerda's: {differ or 'none'}; "
+            f"missing or different: {missing or 'none'}): give another table"
+        )
+    spec = [(f.name, str(f.transform)) for f in table.spec().fields]
+    if spec != ([(PARTITION_COLUMN, "identity")] if partitioned else []):
+        raise OutputError(f"Iceberg table {identifier!r} is partitioned {spec or 'not at all'}, not as zerda writes")
+
+
+@dataclass(frozen=True)
+class WrittenDataFile(StagedFile):
+    """A data file as its worker closed it: with its Parquet footer (``pyarrow.parquet.FileMetaData``) and its
+    size, all the commit needs to add it to the table without reading it again."""
+
+    footer: Any = None
+    size: int = 0
+
+
+class _WriteDataFiles(_StageParquet):
+    """The directory output's row writer, each closed file given with its footer and size (its ``_close``
+    closes the Parquet writer, then reads the bytes written from the still open file, then closes it)."""
+
+    def _close(self, directory: str) -> WrittenDataFile:
+        part = self._open.pop(directory)
+        if part.buffer or part.writer is None:
+            self._flush(directory, part)
+        assert part.writer is not None
+        part.writer.close()
+        size = part.handle.tell()  # the bytes written, footer included: what a reader seeks the footer from
+        part.handle.close()
+        return WrittenDataFile(directory, part.relative, part.rows, footer=part.writer.writer.metadata, size=size)
+
+
+class _WriteTable(_WriteParquet):
+    """The directory output's writers' settings; files end in ``.parquet`` and come with their footers."""
+
+    def _write(self, schema: pa.Schema, directory_of: Any, group_by: str | None = None) -> beam.ParDo:
+        return beam.ParDo(
+            _WriteDataFiles(
+                self._output,
+                self._run_id,
+                schema,
+                directory_of,
+                CHUNK_SUFFIX,
+                self._compression,
+                self._max_rows,
+                group_by,
+                self._folder,
+            )
+        )
+
+
+class WriteTableChunks(_WriteTable):
+    """Chunk row lists -> Parquet data files in the chunk table's location, a folder per bucket."""
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return rows | "StageChunks" >> self._write(TABLE_CHUNK_SCHEMA, _bucket_directory, "source")
+
+
+class WriteTableRejects(_WriteTable):
+    """``Reject`` records -> Parquet data files in the rejects table's location (none when there is none)."""
+
+    def expand(self, rejects: beam.PCollection) -> beam.PCollection:
+        return rejects | "RejectRow" >> beam.Map(_as_rows) | "StageRejects" >> self._write(REJECT_SCHEMA, _rejects)
+
+
+def _rejects(_: Any) -> str:
+    return REJECT_FILES_DIR
+
+
+def write_table(
+    pipeline: beam.Pipeline,
+    files: list[InputFile],
+    settings: Settings,
+    target: TableTarget,
+    started: datetime,
+    progress_seconds: float,
+    run_id: str,
+) -> beam.PCollection:
+    """The job into an Iceberg table: read, chunk (as ``pipelines.rechunk.build_pipeline`` does for a directory),
+    write the data files, build the manifest, commit. Returns the PCollection of the committed manifest."""
+    from pipelines.chunking import ChunkDocuments
+    from pipelines.io.read import ReadCorpus
+
+    read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
+    chunk_documents = ChunkDocuments(
+        settings.chunking,
+        settings.enrich,
+        bucket_width=settings.output.bucket_width,
+        fingerprint=settings.fingerprint,
+        progress_seconds=progress_seconds,
+        max_reject_rows=settings.input.max_reject_rows,
+        embed_text=settings.output.embed_text,
+    )
+    chunked = read.records | "ChunkDocuments" >> chunk_documents
+    rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
+    compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
+    folder = f"{DATA_DIR}/{run_id}"
+    chunk_files = chunked.chunks | "WriteChunks" >> WriteTableChunks(
+        target.chunks_location, run_id, compression, max_rows, folder
+    )
+    reject_files = rejects | "WriteRejects" >> WriteTableRejects(
+        target.rejects_location, run_id, compression, max_rows, folder
+    )
+    manifest = {
+        "summaries": chunked.summaries,
+        "rejects": rejects,
+        "reports": read.files,
+    } | "Manifest" >> BuildManifest(
+        settings=settings.to_dict(), fingerprint=settings.fingerprint, output=target.url, started=started
+    )
+    return (
+        read.records.pipeline
+        | "Once" >> beam.Create([None])
+        | "CommitTable"
+        >> beam.ParDo(
+            _CommitTable(target, run_id),
+            beam.pvalue.AsList(chunk_files),
+            beam.pvalue.AsList(reject_files),
+            beam.pvalue.AsSingleton(manifest),
+        )
+    )
+
+
+class _CommitTable(beam.DoFn):
+    """Checks the counts, then commits the rejects table and the chunk table: one snapshot each."""
+
+    def __init__(self, target: TableTarget, run_id: str) -> None:
+        self._target = target
+        self._run_id = run_id
+
+    def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
+        check_accounting(manifest)
+        _check_rows([*chunk_files, *(replace(f, directory=REJECTS_DIR) for f in reject_files)], manifest)
+        try:
+            yield self._commit(chunk_files, reject_files, manifest)
+        except Explained:  # a CommitError, a TableConflict, a stop: they say what happened
+            raise
+        except Exception as err:  # the catalog or the storage failed (down, locked, denied)
+            name = self._target.name
+            raise CommitError(
+                f"the commit to Iceberg table {name!r} failed ({_why(err)}); it keeps its previous snapshot"
+            ) from err
+
+    def _commit(self, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict) -> dict:
+        target, run_id = self._target, self._run_id
+        catalog = target.catalog()
+        chunks, rejects = catalog.load_table(target.name), catalog.load_table(target.rejects_name)
+        chunk_data = _data_files(chunks, target.chunks_location, run_id, chunk_files)
+        reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
+        rejects_before = rejects.current_snapshot()
+        rejects_snapshot = _unless_stopped(run_id, lambda: _replace_data(rejects, reject_data, {RUN_ID_KEY: run_id}))
+        final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
+        final["output"] = {
+            "root": target.url,
+            "table": target.name,
+            "rejects_table": target.rejects_name,
+            "rejects_snapshot_id": rejects_snapshot,
+            "files": [],
+        }
+        properties = snapshot_properties(final, run_id)
+        try:
+            snapshot = _unless_stopped(run_id, lambda: _replace_data(chunks, chunk_data, properties))
+        except BaseException:
+            before = None if rejects_before is None else rejects_before.snapshot_id
+            best_effort(lambda: undo_snapshot(rejects, rejects_snapshot, before), "roll the rejects table back")
+            raise
+        final["output"]["snapshot_id"] = snapshot
+        log.info("committed snapshot %d of %s (%d data files)", snapshot, target.name, len(chunk_data))
+        return final
+
+
+def _data_files(table: Table, location: str, run_id: str, written: list[StagedFile]) -> list[Any]:
+    """The Iceberg ``DataFile`` of each file the workers wrote, from the footer and size each worker kept: no
+    file is read again. One listing of the run's folder checks each file is there with its size (a listing
+    call per thousand files on an object store, where a read per file would cost the commit a request each)."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    files = [f for f in written if f.rows]
+    if not files:
+        return []
+    fs, root = url_to_fs(location)
+    listed = {
+        path: info.get("size") for path, info in fs.find(posixpath.join(root, DATA_DIR, run_id), detail=True).items()
+    }
+    metadata = table.metadata
+    schema = metadata.schema()
+    plan, mapping = compute_statistics_plan(schema, metadata.properties), parquet_path_to_id_mapping(schema)
+    data_files = []
+    for f in files:
+        if not isinstance(f, WrittenDataFile) or f.footer is None or f.footer.num_rows != f.rows:
+            raise CommitError(f"data file {f.path} was not written as zerda writes a table's files: not committing")
+        if listed.get(posixpath.join(root, f.path)) != f.size:
+            raise CommitError(
+                f"data file {location}/{f.path} is missing or not the size written ({f.size:,} bytes): not committing"
+            )
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=f.footer, stats_columns=plan, parquet_column_mapping=mapping
+        )
+        data_files.append(
+            DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=f"{location}/{f.path}",
+                file_format=FileFormat.PARQUET,
+                partition=statistics.partition(metadata.spec(), schema),
+                file_size_in_bytes=f.size,
+                sort_order_id=None,
+                spec_id=metadata.default_spec_id,
+                equality_ids=None,
+                key_metadata=None,
+                **statistics.to_serialized_dict(),
+            )
+        )
+    return data_files
+
+
+def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, str]) -> int:
+    """One snapshot in which ``data_files`` replace every data file of the table; its id. A conflict (another
+    commit since the table was loaded) is a CommitError and leaves the table as the other commit made it."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    try:
+        with (
+            table.transaction() as transaction,
+            transaction.update_snapshot(snapshot_properties=dict(properties)).overwrite() as overwrite,
+        ):
+            for old in _current_data_files(transaction.table_metadata, table.io):
+                overwrite.delete_data_file(old)
+            for new in data_files:
+                overwrite.append_data_file(new)
+    except (CommitFailedException, ValidationException) as err:  # pyiceberg retries, then checks for conflicts
+        raise TableConflict(
+            f"Iceberg table {'.'.join(table.name())!r} changed while this run wrote (another run committed?): "
+            f"not committing ({_why(err)})"
+        ) from err
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    return snapshot.snapshot_id
+
+
+def undo_snapshot(table: Table, ours: int, previous: int | None) -> bool:
+    """Make ``previous`` the table's current snapshot again if ``ours`` still is (the rejects table, when the
+    chunk table's commit failed after it: the rejects stay with the chunks they were counted with). Whether it
+    did; a table that had no snapshot before keeps ``ours``, which the chunk table's snapshots name in none of
+    their ``zerda.rejects-snapshot-id``."""
+    table.refresh()
+    current = table.current_snapshot()
+    if previous is None or current is None or current.snapshot_id != ours:
+        return False
+    with table.manage_snapshots() as snapshots:
+        snapshots.rollback_to_snapshot(previous)
+    return True
+
+
+def _current_data_files(metadata: Any, io: Any) -> Iterator[Any]:
+    from pyiceberg.manifest import DataFileContent
+
+    snapshot = metadata.current_snapshot()
+    if snapshot is None:
+        return
+    for manifest_file in snapshot.manifests(io):
+        for entry in manifest_file.fetch_manifest_entry(io, discard_deleted=True):
+            if entry.data_file.content == DataFileContent.DATA:
+                yield entry.data_file
+
+
+def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
+    """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
+    ``zerda.manifest`` (not the list of input files: its size grows with the corpus; the settings' catalog
+    properties without credentials), and the counts most asked for as flat keys."""
+    counts = manifest["counts"]
+    kept = {key: value for key, value in manifest.items() if key != "inputs"}
+    settings = json.loads(json.dumps(kept.get("settings", {})))
+    catalog = settings.get("output", {}).get("catalog")
+    if isinstance(catalog, dict):
+        settings["output"]["catalog"] = {key: redact_url(str(value)) for key, value in catalog.items()}
+    kept["settings"] = settings
+    properties = {
+        RUN_ID_KEY: run_id,
+        MANIFEST_KEY: json.dumps(kept, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
+        "zerda.fingerprint": str(manifest["fingerprint"]),
+        "zerda.version": str(manifest["versions"]["zerda"]),
+        "zerda.records-read": str(counts["records_read"]),
+        "zerda.documents-chunked": str(counts["documents_chunked"]),
+        "zerda.chunks": str(counts["chunks"]),
+        REJECTS_SNAPSHOT_KEY: str(manifest["output"]["rejects_snapshot_id"]),
+    }
+    properties |= {f"zerda.rejects.{reason}": str(n) for reason, n in counts["rejects"].items()}
+    return properties
+
+
+def committed_manifest(target: TableTarget, run_id: str) -> dict[str, Any]:
+    """The manifest of ``run_id``'s snapshot, the table's current one (CommitError if it is not)."""
+    table = target.catalog().load_table(target.name)
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    if snapshot is None or summary is None or summary.additional_properties.get(RUN_ID_KEY) != run_id:
+        raise CommitError(f"Iceberg table {target.name!r}: this run's snapshot is not the current one")
+    manifest: dict[str, Any] = json.loads(summary.additional_properties[MANIFEST_KEY])
+    manifest["output"]["snapshot_id"] = snapshot.snapshot_id
+    manifest["output"]["metadata_location"] = table.metadata_location  # what DuckDB's iceberg_scan reads
+    return manifest
+
+
+def summary_lines(target: TableTarget, manifest: Mapping[str, Any]) -> list[str]:
+    """The run summary's last lines for a table: where the rows are, and how to read them."""
+    output = manifest["output"]
+    return [
+        f"output:  {target.url} (snapshot {output['snapshot_id']}, catalog {target.catalog_name!r})",
+        f"rejects: {target.rejects_name} (snapshot {output['rejects_snapshot_id']})",
+        "query:   SELECT density_bucket, count(*) AS chunks FROM "
+        f"iceberg_scan('{output['metadata_location']}') GROUP BY 1 ORDER BY 1",
+        f"python:  pyiceberg.catalog.load_catalog({target.catalog_name!r}, ...).load_table({target.name!r})"
+        ".scan().to_arrow() (docs/iceberg.md)",
+    ]
+
+
+def run_snapshot(table: Table, run_id: str) -> int | None:
+    """The id of the snapshot ``run_id`` committed to ``table``, if any."""
+    for snapshot in table.snapshots():
+        if snapshot.summary is not None and snapshot.summary.additional_properties.get(RUN_ID_KEY) == run_id:
+            return snapshot.snapshot_id
+    return None
+
+
+def uncommitted_runs(target: TableTarget) -> list[str]:
+    """The data folders (URLs) of runs that no snapshot of their table names: a killed run's files, or those of
+    a run writing now. A run's files are its folder's, and named by its snapshot only (each run replaces every
+    file), so a folder no snapshot names holds no file a reader can reach."""
+    catalog = target.catalog()
+    found = []
+    for name, location in ((target.name, target.chunks_location), (target.rejects_name, target.rejects_location)):
+        table = catalog.load_table(name)
+        committed = {s.summary.additional_properties.get(RUN_ID_KEY) for s in table.snapshots() if s.summary}
+        fs, root = url_to_fs(location)
+        try:
+            entries = fs.ls(posixpath.join(root, DATA_DIR), detail=False)
+        except FileNotFoundError:
+            continue
+        found += [fs.unstrip_protocol(e) for e in entries if posixpath.basename(e.rstrip("/")) not in committed]
+    return sorted(found)
+
+
+def notice_uncommitted_runs(target: TableTarget) -> None:
+    """Log the data folders of :func:`uncommitted_runs`, if any: only a notice, whatever the storage says."""
+    try:
+        leftover = uncommitted_runs(target)
+    except Exception as err:
+        log.debug("could not list the data folders of %s: %s", target.name, _why(err))
+        return
+    if leftover:
+        shown = ", ".join(leftover[:3]) + (", ..." if len(leftover) > 3 else "")
+        log.warning(
+            "%d data folder(s) of %s that no snapshot names (killed runs', or a run's writing now): %s; delete them "
+            "when no run is writing (docs/iceberg.md)",
+            len(leftover),
+            target.name,
+            shown,
+        )
+
+
+def discard_run(target: TableTarget, run_id: str) -> None:
+    """Delete the data files ``run_id`` wrote into each table it did not commit to (nothing names them)."""
+    catalog = target.catalog()
+    for name, location in ((target.name, target.chunks_location), (target.rejects_name, target.rejects_location)):
+        if run_snapshot(catalog.load_table(name), run_id) is None:
+            fs, root = url_to_fs(location)
+            folder = posixpath.join(root, DATA_DIR, run_id)
+            if fs.exists(folder):
+                fs.rm(folder, recursive=True)
+
+
+def conflict_line(error: BaseException) -> str | None:
+    """The line of a :class:`TableConflict` that ended a run, raised here or in a worker process (whose
+    traceback reaches the launcher as text naming the class), if one did."""
+    for err in chain(error):
+        if isinstance(err, TableConflict):
+            return str(err)
+        found = re.findall(rf"\b{TableConflict.__name__}: ([^\n]+)", str(err))
+        if found:
+            return without_beam_steps(found[-1])
+    return None
+
+
+def table_after_stop(target: TableTarget, run_id: str) -> str:
+    """What the table holds once a stopped run's commit was stopped too, in words."""
+    try:
+        table = target.catalog().load_table(target.name)
+        snapshot = table.current_snapshot()
+        summary = snapshot.summary if snapshot is not None else None
+        if summary is not None and summary.additional_properties.get(RUN_ID_KEY) == run_id:
+            return f"after the commit: {target.name} holds this run's snapshot"
+        return f"{target.name} keeps its previous snapshot"
+    except Exception as err:
+        return f"{target.name}'s state is unknown ({type(err).__name__}); a snapshot is whole or absent"
