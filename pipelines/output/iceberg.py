@@ -285,7 +285,7 @@ class _WriteTable(_WriteParquet):
                 self._compression,
                 self._max_rows,
                 group_by,
-                self._folder,
+                folder=self._folder,
             )
         )
 
@@ -327,7 +327,6 @@ def write_table(
         settings.chunking,
         settings.enrich,
         bucket_width=settings.output.bucket_width,
-        fingerprint=settings.fingerprint,
         progress_seconds=progress_seconds,
         max_reject_rows=settings.input.max_reject_rows,
         embed_text=settings.output.embed_text,
