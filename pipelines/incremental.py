@@ -45,7 +45,7 @@ import re
 import time
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import zip_longest
 from typing import Any, NamedTuple, TypeGuard
 
@@ -63,6 +63,7 @@ from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
+from pipelines.io.listing import Listed
 from pipelines.io.ownership import staged_as
 from pipelines.io.source import fault_kind
 from pipelines.io.write import (
@@ -82,6 +83,7 @@ from pipelines.layout import (
     PARTITION_COLUMN,
     REJECT_SUFFIX,
     REJECTS_DIR,
+    STAGING_DIR,
     SUCCESS_FILE,
 )
 from pipelines.names import REJECTS
@@ -495,6 +497,14 @@ class _CarryFiles(beam.DoFn):
             yield replace(report, records=rows.num_rows + len(rejects))  # each record a document or a reject
 
 
+def _encoded_batch(batch: tuple[FileReport, ...]) -> list[dict[str, Any]]:
+    return [asdict(report) for report in batch]
+
+
+def _decoded_batch(reports: list[dict[str, Any]]) -> tuple[FileReport, ...]:
+    return tuple(FileReport(**report) for report in reports)
+
+
 def _batches(reports: Sequence[FileReport], max_rows: int) -> list[tuple[FileReport, ...]]:
     """The reports in batches of at most ``max_rows`` records (or one file): a batch's index rows are read at once."""
     batches: list[tuple[FileReport, ...]] = []
@@ -813,7 +823,7 @@ class ChunkIncrementally(beam.PTransform):
         output = _absolute_url(self._output)
         compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
         partitions = self._partitions
-        previous = replace(self._previous, inputs={})  # what the workers need of it
+        previous = replace(self._previous, inputs={}, chunk_files=())  # what the workers need of it: no file list
         split = records | "Classify" >> beam.ParDo(_Classify(previous, partitions)).with_outputs(
             _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
         )
@@ -824,9 +834,10 @@ class ChunkIncrementally(beam.PTransform):
         )
         summaries, rejects, reports = split[_CARRIED_SUMMARY], chunked.rejects, None
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
+            batches = _batches(self._unchanged, max_rows)
             files = (
                 records.pipeline
-                | "UnchangedFiles" >> beam.Create(_batches(self._unchanged, max_rows), reshuffle=False)
+                | "UnchangedFiles" >> Listed(batches, self._listing("unchanged"), _encoded_batch, _decoded_batch)
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles"
                 >> beam.ParDo(_CarryFiles(previous)).with_outputs(_CARRIED_SUMMARY, REJECTS, main="reports")
@@ -839,7 +850,7 @@ class ChunkIncrementally(beam.PTransform):
             {
                 "partition": records.pipeline
                 | "IndexPartitions" >> beam.Create([(n, None) for n in range(partitions)]),
-                "unread": records.pipeline | "UnreadSources" >> beam.Create(unread),
+                "unread": records.pipeline | "UnreadSources" >> Listed(unread, self._listing("unread"), list, tuple),
                 "hash": split[_HASH],
                 "rows": written[DOCUMENTS],
             }
@@ -861,6 +872,10 @@ class ChunkIncrementally(beam.PTransform):
         summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
         return IncrementalChunks(chunk_files, rejects, reports, summaries, compared.index, change_files, facts)
 
+    def _listing(self, name: str) -> str:
+        """Where a list the launcher knows is written for the workers (:class:`Listed`): the run's staging."""
+        return f"{_absolute_url(self._output)}/{STAGING_DIR}/{self._run_id}/listing/{name}"
+
     def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
         """The chunk files of the run: ``written``, the previous files that hold a changed or removed document
         rewritten without its rows (one task per file), and the other previous files kept, unread."""
@@ -869,7 +884,7 @@ class ChunkIncrementally(beam.PTransform):
         rewritten = touched | "CarryRows" >> beam.ParDo(_CarryRows(previous.root, output, self._run_id, compression))
         kept = (
             written.pipeline
-            | "PreviousChunkFiles" >> beam.Create(list(previous.chunk_files))
+            | "PreviousChunkFiles" >> Listed(previous.chunk_files, self._listing("previous"), list, tuple)
             | "KeepUntouched"
             >> beam.ParDo(_KeepUntouched(previous.root), beam.pvalue.AsList(touched | "TouchedFiles" >> beam.Keys()))
         )
@@ -878,7 +893,8 @@ class ChunkIncrementally(beam.PTransform):
     def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
         """The manifest PCollection with the run's change counts added (``changes``)."""
         files = len(self._unchanged)
-        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), self._previous, files)
+        previous = replace(self._previous, inputs={}, chunk_files=())  # its mode and reason: no file list
+        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), previous, files)
 
 
 def _sum_counters(counters: Iterable[Counter]) -> Counter:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
 
 from pipelines.io.expand import InputFile
+from pipelines.io.listing import Listed
 from pipelines.io.source import read_part
 from pipelines.io.split import FilePart, plan_parts, spread_whole
 from pipelines.names import FILES, METRICS_NAMESPACE, RECORDS, REJECTS
@@ -29,7 +30,9 @@ _SPREAD_BATCH_CHARS = 4 << 20  # text a batch of spread records holds: few eleme
 
 class ReadCorpus(beam.PTransform):
     """Expanded corpus files -> SourceRecords (``records``, the main output), Rejects
-    (``rejects``) and one FileReport per file (``files``).
+    (``rejects``) and one FileReport per file (``files``). With ``listing`` (a folder the workers can read)
+    the files reach the workers through files written there (:class:`~pipelines.io.listing.Listed`), not
+    inside the job graph.
 
     One element per file, then a Reshuffle: without it the runner fuses the read with the
     ``Create`` and reads every file on one worker. The parts of the files are spread by a second
@@ -39,15 +42,21 @@ class ReadCorpus(beam.PTransform):
     holds such a file.
     """
 
-    def __init__(self, files: Sequence[InputFile], settings: InputSettings, label: str | None = None) -> None:
+    def __init__(
+        self, files: Sequence[InputFile], settings: InputSettings, label: str | None = None, listing: str | None = None
+    ) -> None:
         super().__init__(label)
         self._files = list(files)
         self._settings = settings
+        self._listing = listing
 
     def expand(self, pbegin: PBegin) -> CorpusRead:
+        if self._listing is None:
+            listed = pbegin | "ListFiles" >> beam.Create(self._files, reshuffle=False)  # spread once, by the next step
+        else:
+            listed = pbegin | "ListFiles" >> Listed(self._files, self._listing, _encoded, _decoded)
         read = (
-            pbegin
-            | "ListFiles" >> beam.Create(self._files, reshuffle=False)  # spread once, by the next step
+            listed
             | "SpreadFiles" >> beam.Reshuffle()
             | "PlanParts" >> beam.FlatMap(plan_parts, self._settings)
             | "SpreadParts" >> beam.Reshuffle()
@@ -59,6 +68,14 @@ class ReadCorpus(beam.PTransform):
             records = (records, spread) | "AllRecords" >> beam.Flatten()
         reports = read[FILES] | "PartReports" >> beam.GroupByKey() | "FileReports" >> beam.Map(_file_report)
         return CorpusRead(records, read[REJECTS], reports)
+
+
+def _encoded(file: InputFile) -> list[Any]:
+    return [file.url, file.relative_path, file.size, file.stamp]
+
+
+def _decoded(fields: list[Any]) -> InputFile:
+    return InputFile(*fields)
 
 
 class CorpusRead(NamedTuple):
