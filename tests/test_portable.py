@@ -228,7 +228,7 @@ def test_sigterm_to_the_launcher_cancels_the_job_on_the_job_service(
         stderr=log.open("wb"),
     )
     try:
-        _wait_for(lambda: (output / "_staging").exists(), launcher, log)
+        _wait_for(lambda: any((output / "_staging").glob("*/density_bucket=*")), launcher, log)  # the job runs
         launcher.send_signal(signal.SIGTERM)
         assert launcher.wait(60) == 143, log.read_text(errors="replace")
     finally:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
@@ -490,6 +490,13 @@ def _wait_for(path: Path, job: subprocess.Popen, seconds: float = 120) -> None:
     assert path.exists(), f"{path.name} did not appear (job rc {job.poll()})"
 
 
+def _wait_until(ready: Callable[[], bool], job: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready(), f"the job did not get there (rc {job.poll()})"
+
+
 @contextlib.contextmanager
 def _reaped(*jobs: subprocess.Popen) -> Iterator[None]:
     try:
@@ -568,6 +575,7 @@ def test_ctrl_c_or_sigterm_exits_in_one_line_and_takes_the_workers_with_it(
     job = _job(["--input", f"{big_corpus}/*.jsonl", "--output", str(out), "--quiet", *MULTI_PROCESS], log)
     with _reaped(job):
         _wait_for(out / "_staging", job)
+        _wait_until(lambda: any((out / "_staging").glob("*/density_bucket=*")), job)  # workers writing rows
         workers = psutil.Process(job.pid).children(recursive=True)
         assert workers, "no worker process started"
         (os.killpg if group else os.kill)(job.pid, signum)
