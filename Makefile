@@ -49,8 +49,7 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32
 	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32 --shares 0,0.01 --workers 1 \
 		--results benchmarks/results/incremental_in_memory.md
-	$(BIN)/python benchmarks/bench_commit.py --files 10000
-	$(BIN)/python benchmarks/bench_iceberg_commit.py --files 2000
+	$(BIN)/python benchmarks/bench_commit.py --files 2000
 	$(BIN)/python benchmarks/bench_split.py --mb 400
 
 lint: $(VENV)/.test-installed

@@ -1,14 +1,16 @@
-"""The commit's time against an S3 API, by number of files: for the 10 TB estimate in the README.
+"""The commit's time against an S3 API, by number of files: a Parquet directory's commit and an Iceberg
+table's, side by side in one run.
 
-    python benchmarks/bench_commit.py --files 10000
+    python benchmarks/bench_commit.py --files 2000
 
-Starts moto's S3 server on 127.0.0.1 (as the tests do), runs the real job into ``s3://`` with
-``max_rows_per_file: 1`` over a corpus of one-chunk documents, so the job stages about ``--files`` Parquet
-files (chunks, index and changes, a third each), and times the commit (``_Commit.process``: lease check,
-listing, server-side copies, footer checks, deletes, manifest) by wrapping it in this process. Reports
-seconds and files a second for each size, which the README extrapolates. moto is one Python process on a
-shared machine, so a real object store (many servers, per-prefix rates in the thousands) moves files faster:
-read the figures as an upper bound of the commit's own cost. Writes ``benchmarks/results/commit.md``.
+Starts moto's S3 server on 127.0.0.1 (as the tests do) and runs the real job with ``max_rows_per_file: 1``
+over a corpus of one-chunk documents, so that it writes about ``--files`` chunk files, twice at each size:
+into ``s3://`` (the directory commit, ``_Commit.process``: lease check, listing, server-side copies, footer
+checks, deletes, manifest) and into an Iceberg table whose warehouse is on the same S3, SQLite catalog on
+local disk (``_CommitTable.process``: one listing of the run's folders, metadata, one snapshot). Each commit
+is timed by wrapping it in this process and its S3 calls are counted. moto is one Python process on a shared
+machine, so a real object store moves files faster: read the figures as an upper bound of the commit's own
+cost, and the ratio between the two as what they say. Writes ``benchmarks/results/commit.md``.
 """
 
 from __future__ import annotations
@@ -38,17 +40,28 @@ def _corpus(path: Path, documents: int) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def _time_commit(output: str, corpus: Path, config: Path) -> tuple[float, int, Counter]:
-    """(seconds in the commit, files committed, S3 calls the commit made by API name) for one run."""
+def _commit_step(kind: str) -> tuple[Any, str]:
+    """The class whose ``process`` is the commit of an output of ``kind``, and the name of that method."""
+    if kind == "directory":
+        from pipelines.io import write as write_module
+
+        return write_module._Commit, "process"
+    from pipelines.output import iceberg as iceberg_module
+
+    return iceberg_module._CommitTable, "process"
+
+
+def _time_commit(kind: str, output: str, corpus: Path, config: Path) -> tuple[float, int, Counter]:
+    """(seconds in the commit, chunk files committed, S3 calls the commit made by API name) for one run."""
     import s3fs
 
-    from pipelines.io import write as write_module
     from pipelines.rechunk import run
 
+    step, name = _commit_step(kind)
     spent: list[float] = []
     calls: Counter = Counter()
     committing = False
-    original, original_call = write_module._Commit.process, s3fs.S3FileSystem._call_s3
+    original, original_call = getattr(step, name), s3fs.S3FileSystem._call_s3
 
     def timed(self: Any, *args: Any) -> Any:
         nonlocal committing
@@ -62,22 +75,22 @@ def _time_commit(output: str, corpus: Path, config: Path) -> tuple[float, int, C
             calls[method] += 1
         return await original_call(self, method, *args, **kwargs)
 
-    write_module._Commit.process = timed  # type: ignore[method-assign]
+    setattr(step, name, timed)
     s3fs.S3FileSystem._call_s3 = counted  # type: ignore[method-assign]
     try:
         manifest = run(["--input", str(corpus), "--output", output, "--config", str(config), "--quiet"])
     finally:
-        write_module._Commit.process = original  # type: ignore[method-assign]
+        setattr(step, name, original)
         s3fs.S3FileSystem._call_s3 = original_call  # type: ignore[method-assign]
-    return sum(spent), len(manifest["output"]["files"]), calls
+    return sum(spent), manifest["counts"]["chunks"], calls
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli = parser(__doc__, RESULTS, "--files 600")
-    cli.add_argument("--files", type=int, default=10_000, help="about this many files in the largest run")
+    cli = parser(__doc__, RESULTS, "--files 200")
+    cli.add_argument("--files", type=int, default=2000, help="about this many chunk files in the larger run")
     args = cli.parse_args(argv)
     if args.quick:
-        args.files = 600
+        args.files = 200
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -96,34 +109,58 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            config = Path(tmp) / "one_row_files.yaml"
-            config.write_text("output:\n  max_rows_per_file: 1\n", encoding="utf-8")
-            for files in sorted({max(30, args.files // 10), args.files}):
+            for files in sorted({max(10, args.files // 4), args.files}):
                 corpus = Path(tmp) / f"corpus-{files}.jsonl"
-                _corpus(corpus, files // 3)
-                seconds, committed, calls = _time_commit(f"s3://{bucket}/out-{files}", corpus, config)
-                rows.append((committed, seconds, calls))
-                print(f"bench: {committed} files committed in {seconds:.1f} s, calls {dict(calls)}", flush=True)
+                _corpus(corpus, files)
+                directory = Path(tmp) / f"directory-{files}.yaml"
+                directory.write_text("output:\n  max_rows_per_file: 1\n", encoding="utf-8")
+                table = Path(tmp) / f"table-{files}.yaml"
+                table.write_text(
+                    "output:\n  max_rows_per_file: 1\n  catalog:\n"
+                    f"    uri: sqlite:///{tmp}/catalog.db\n    warehouse: s3://{bucket}/warehouse\n",
+                    encoding="utf-8",
+                )
+                for kind, output, config in (
+                    ("directory", f"s3://{bucket}/out-{files}", directory),
+                    ("iceberg", f"iceberg://bench.files_{files}", table),
+                ):
+                    seconds, committed, calls = _time_commit(kind, output, corpus, config)
+                    rows.append((kind, committed, seconds, calls))
+                    print(f"bench: {kind}: {committed} chunk files committed in {seconds:.2f} s", flush=True)
     finally:
         server.stop()
-    lines = header("Commit time against S3 (moto)", "bench_commit.py", argv or sys.argv[1:])
+    lines = header(
+        "Commit time against S3 (moto): a Parquet directory and an Iceberg table",
+        "bench_commit.py",
+        argv or sys.argv[1:],
+    )
     lines += [
         "",
-        "The real job into `s3://` on moto's server (127.0.0.1, one process), `max_rows_per_file: 1`;"
-        " the commit's own time, measured around `_Commit.process` in the launcher (DirectRunner, in memory).",
+        "The real job on moto's S3 server (127.0.0.1, one process), `max_rows_per_file: 1`, each size run into"
+        " `s3://` (a Parquet directory) and into an Iceberg table (warehouse on the same S3, SQLite catalog on"
+        " local disk); the commit's own time, measured around its `process` in the launcher (DirectRunner, in"
+        " memory). S3 calls are counted in the launcher's s3fs while the commit runs. The directory commit"
+        " copies each file server-side and checks its footer (the staged originals go in batched deletes, with"
+        " the run's `_index` and `_changes` files); the table's commit lists the run's folders once and writes"
+        " metadata, never copying or reading a data file.",
         "",
-        "S3 calls are counted in the launcher's s3fs while the commit runs: a file is a server-side copy, then"
-        " a HEAD and a ranged GET of its footer (the check); the staged originals go in batched deletes.",
-        "",
-        "| files committed | commit s | files/s | ms a file | S3 calls | calls a file | calls by API |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| output | chunk files | commit s | ms a file | S3 calls | calls by API |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
     lines += [
-        f"| {n:,} | {s:.1f} | {n / s:,.0f} | {1000 * s / n:.1f} | {sum(c.values()):,} | {sum(c.values()) / n:.1f} | "
+        f"| {kind} | {n:,} | {s:.2f} | {1000 * s / n:.2f} | {sum(c.values()):,} | "
         + ", ".join(f"{api} {count:,}" for api, count in sorted(c.items()))
         + " |"
-        for n, s, c in rows
+        for kind, n, s, c in rows
     ]
+    lines += [""]
+    for n in sorted({n for _, n, _, _ in rows}):
+        seconds = {kind: s for kind, files, s, _ in rows if files == n}
+        if len(seconds) == 2:
+            lines += [
+                f"- {n:,} chunk files: the table's commit took {seconds['iceberg'] / seconds['directory']:.3f}x"
+                " the directory's."
+            ]
     save("\n".join(lines) + "\n", args.out or (None if args.quick else RESULTS))
     return 0
 

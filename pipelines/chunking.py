@@ -27,7 +27,7 @@ from pipelines.layout import PARTITION_COLUMN, density_bucket
 from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
 from pipelines.records import Reject, RejectLimit, excerpt
-from pipelines.settings import ChunkingSettings, EnrichSettings, config_fingerprint
+from pipelines.settings import ChunkingSettings, EnrichSettings, Settings, config_fingerprint
 from zerda_core.chunks import DocumentChunk
 from zerda_core.enrich import MetadataEnricher
 
@@ -132,6 +132,18 @@ class ChunkDocuments(beam.PTransform):
         )
         fingerprint = config_fingerprint(chunking, embed_text)
         self._rows_fn = _RowsFn(enrich, bucket_width, fingerprint, progress_seconds, max_reject_rows)
+
+    @classmethod
+    def for_run(cls, settings: Settings, progress_seconds: float = DEFAULT_INTERVAL_SECONDS) -> ChunkDocuments:
+        """The transform a run's settings ask for, whatever its output (a directory or a table)."""
+        return cls(
+            settings.chunking,
+            settings.enrich,
+            bucket_width=settings.output.bucket_width,
+            progress_seconds=progress_seconds,
+            max_reject_rows=settings.input.max_reject_rows,
+            embed_text=settings.output.embed_text,
+        )
 
     def expand(self, records: beam.PCollection) -> ChunkedDocuments:
         chunked = records | "ChunkText" >> self._chunk_text

@@ -196,14 +196,7 @@ def build_pipeline(
     to_read = [file for file in files if source_name(file.url) not in skipped]
     listing = f"{_absolute_url(output)}/{STAGING_DIR}/{run_id}/listing/inputs"  # files to read: not in the graph
     read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input, listing=listing)
-    chunk_documents = ChunkDocuments(
-        settings.chunking,
-        settings.enrich,
-        bucket_width=settings.output.bucket_width,
-        progress_seconds=progress_seconds,
-        max_reject_rows=settings.input.max_reject_rows,
-        embed_text=settings.output.embed_text,
-    )
+    chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = ChunkIncrementally(
         chunk_documents,

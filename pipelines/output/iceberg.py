@@ -323,14 +323,7 @@ def write_table(
     from pipelines.io.read import ReadCorpus
 
     read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
-    chunk_documents = ChunkDocuments(
-        settings.chunking,
-        settings.enrich,
-        bucket_width=settings.output.bucket_width,
-        progress_seconds=progress_seconds,
-        max_reject_rows=settings.input.max_reject_rows,
-        embed_text=settings.output.embed_text,
-    )
+    chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
     chunked = read.records | "ChunkDocuments" >> chunk_documents
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
