@@ -442,7 +442,9 @@ def _interruptible(work: Callable[[], object], local: bool) -> None:
         received = None
         while thread.is_alive() and received is None:
             info = signal.sigtimedwait(_STOP_SIGNALS, _POLL_SECONDS)
-            received = info.si_signo if info is not None else None
+            # only a stop signal stops: a debugger or profiler attaching (ptrace) can wake the wait with a number
+            # that is no signal at all
+            received = info.si_signo if info is not None and info.si_signo in _STOP_SIGNALS else None
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         for signum, handler in previous.items():

@@ -258,3 +258,26 @@ def test_a_stopped_commit_in_this_process_takes_no_further_step_and_a_step_under
         write._unless_stopped(run_id, lambda: steps.append("publish"))
     assert steps == ["retract"]
     write._unless_stopped(write.new_run_id(), lambda: steps.append("another run's"))  # only this run is stopped
+
+
+def test_a_wake_that_is_no_stop_signal_does_not_stop_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profiler or debugger attaching to the launcher (py-spy, gdb: ptrace) can wake ``sigtimedwait`` with
+    a number that is no signal: the run goes on (it stopped, then failed on ``signal.Signals(number)``)."""
+    import pipelines.rechunk as rechunk
+
+    real = signal.sigtimedwait
+    woken: list[int] = []
+
+    class _Bogus:
+        si_signo = 173502200
+
+    def wait(signals: object, timeout: float) -> object:
+        if not woken:
+            woken.append(1)
+            return _Bogus()
+        return real(signals, timeout)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(signal, "sigtimedwait", wait)
+    done: list[str] = []
+    rechunk._interruptible(lambda: (time.sleep(0.3), done.append("finished")), local=True)
+    assert woken and done == ["finished"]
