@@ -151,12 +151,14 @@ def replicate(template: Template, k: int, source: str) -> tuple[pa.Table, pa.Tab
     lists = index.column("chunk_ids").combine_chunks()
     flat = pa.array([mapping[c] for c in lists.flatten().to_pylist()], pa.string())
     index = index.set_column(
-        index.schema.get_field_index("chunk_ids"), INDEX_SCHEMA.field("chunk_ids"), pa.ListArray.from_arrays(
-            lists.offsets, flat
-        )
+        index.schema.get_field_index("chunk_ids"),
+        INDEX_SCHEMA.field("chunk_ids"),
+        pa.ListArray.from_arrays(lists.offsets, flat),
     )
     index = index.set_column(index.schema.get_field_index("source"), "source", pa.array([source] * index.num_rows))
-    index = index.set_column(index.schema.get_field_index("doc_id"), "doc_id", _prefixed(index.column("doc_id"), f"f{k}-"))
+    index = index.set_column(
+        index.schema.get_field_index("doc_id"), "doc_id", _prefixed(index.column("doc_id"), f"f{k}-")
+    )
     return index, chunks
 
 
@@ -192,9 +194,7 @@ class _ChunkFile:
         self.rows = 0
 
 
-def build_previous(
-    corpus: Path, out: Path, files: int, docs_per_file: int, seed: int, scratch: Path
-) -> dict[str, Any]:
+def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed: int, scratch: Path) -> dict[str, Any]:
     """Write ``files`` input files of ``docs_per_file`` documents to ``corpus`` and, in ``out``, the output
     zerda would have committed for them (its manifest's stamps included). Returns that manifest."""
     docs = template_documents(docs_per_file, seed)
@@ -241,7 +241,7 @@ def build_previous(
     for current in open_files.values():
         current.writer.close()
         closed.append(current)
-    entries = [{"path": f.relative, "rows": f.rows} for f in closed]
+    entries: list[dict[str, Any]] = [{"path": f.relative, "rows": f.rows} for f in closed]
     for partition, parts in sorted(by_partition.items()):
         table = pa.concat_tables([pq.read_table(p) for _, p in sorted(parts)])
         relative = index_path(partition, partitions)
@@ -518,7 +518,8 @@ def ratio_lines(results: list[SizeResult]) -> list[str]:
     scale = large.documents / small.documents
     lines += [
         "",
-        f"Ratios {large.documents:,} / {small.documents:,} documents ({scale:g}x the corpus); target ≤ {TARGET_RATIO}x:",
+        f"Ratios {large.documents:,} / {small.documents:,} documents ({scale:g}x the corpus);"
+        f" target ≤ {TARGET_RATIO}x:",
         "",
         "| figure | small | large | ratio | target |",
         "| --- | ---: | ---: | ---: | --- |",
@@ -530,13 +531,16 @@ def ratio_lines(results: list[SizeResult]) -> list[str]:
 
     for role in ("launcher", "worker", "python"):  # not the shells that start the workers (a few MiB)
         for rank, (a, b) in enumerate(zip(ranked(small, role), ranked(large, role), strict=False)):
-            row(f"peak RSS, {role}{'' if role == 'launcher' else f' #{rank + 1}'}", _mib(a.peak_kib), _mib(b.peak_kib), "MiB")
+            name = f"peak RSS, {role}" if role == "launcher" else f"peak RSS, {role} #{rank + 1}"
+            row(name, _mib(a.peak_kib), _mib(b.peak_kib), "MiB")
     row("peak RSS, largest process", _mib(small.run.max_kib), _mib(large.run.max_kib), "MiB")
     if small.run.launch_s is not None and large.run.launch_s is not None:
         row("launcher wall time until its first child", small.run.launch_s, large.run.launch_s, "s")
     row("launcher RSS at that moment", _mib(small.run.launch_rss_kib), _mib(large.run.launch_rss_kib), "MiB")
-    lines.append(f"| wall time of the run (no target) | {small.run.wall_s:.1f} s | {large.run.wall_s:.1f} s |"
-                 f" {large.run.wall_s / small.run.wall_s:.2f}x | |")
+    lines.append(
+        f"| wall time of the run (no target) | {small.run.wall_s:.1f} s | {large.run.wall_s:.1f} s |"
+        f" {large.run.wall_s / small.run.wall_s:.2f}x | |"
+    )
     return lines
 
 
