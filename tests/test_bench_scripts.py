@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +29,22 @@ def test_benchmark_script_starts(script: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
+
+
+def test_bench_memory_builds_an_output_zerda_carries(tmp_path: Path) -> None:
+    """bench_memory.py writes its previous output directly, not by zerda: zerda must take it as its own
+    (``read_previous`` says carry) and carry every document and file of it when nothing changed."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_memory.py",
+            *("--docs", "300", "--files", "3", "--check", "--scratch"),
+            tmp_path,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'documents_unchanged': 300" in done.stdout and "'files_unchanged': 3" in done.stdout
