@@ -99,7 +99,6 @@ _TO_CHUNK, _HASH, _CARRIED_SUMMARY = "to_chunk", "hash", "carried_summary"
 _CHANGES, _FACTS, _INDEX, _DROPPED = "changes", "facts", "index", "dropped"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
 _CARRIED_COLUMNS = ("doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)  # of an unread file
-_CARRY_THREADS = 4
 _READ_RETRY_SECONDS = (0.5, 2.0, 8.0)  # the waits before each new attempt at a previous file: 4 attempts in all
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
