@@ -63,7 +63,7 @@ from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile
-from pipelines.io.listing import Listed
+from pipelines.io.listing import Listed, listing_folder
 from pipelines.io.ownership import staged_as
 from pipelines.io.source import fault_kind
 from pipelines.io.write import (
@@ -72,7 +72,7 @@ from pipelines.io.write import (
     StagedFile,
     WriteDescribedChunks,
     WriteRows,
-    _absolute_url,
+    absolute_url,
     stage_table,
 )
 from pipelines.layout import (
@@ -83,7 +83,6 @@ from pipelines.layout import (
     PARTITION_COLUMN,
     REJECT_SUFFIX,
     REJECTS_DIR,
-    STAGING_DIR,
     SUCCESS_FILE,
 )
 from pipelines.names import REJECTS
@@ -819,7 +818,7 @@ class ChunkIncrementally(beam.PTransform):
         self._fingerprint = fingerprint
 
     def expand(self, records: beam.PCollection) -> IncrementalChunks:
-        output = _absolute_url(self._output)
+        output = absolute_url(self._output)
         compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
         partitions = self._partitions
         previous = replace(self._previous, inputs={}, chunk_files=())  # what the workers need of it: no file list
@@ -872,8 +871,8 @@ class ChunkIncrementally(beam.PTransform):
         return IncrementalChunks(chunk_files, rejects, reports, summaries, compared.index, change_files, facts)
 
     def _listing(self, name: str) -> str:
-        """Where a list the launcher knows is written for the workers (:class:`Listed`): the run's staging."""
-        return f"{_absolute_url(self._output)}/{STAGING_DIR}/{self._run_id}/listing/{name}"
+        """Where a list the launcher knows is written for the workers (:class:`Listed`)."""
+        return listing_folder(self._output, self._run_id, name)
 
     def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
         """The chunk files of the run: ``written``, the previous files that hold a changed or removed document

@@ -58,11 +58,11 @@ from pipelines.incremental import (
 from pipelines.io.context import source_name
 from pipelines.io.expand import InputFile, expand_inputs, sample_corpus_glob
 from pipelines.io.lease import best_effort
+from pipelines.io.listing import listing_folder
 from pipelines.io.read import ReadCorpus
 from pipelines.io.write import (
     CommitOutput,
     WriteRejects,
-    _absolute_url,
     discard_staging,
     has_finished_output,
     hold_output,
@@ -71,7 +71,7 @@ from pipelines.io.write import (
     prepare_output,
     stop_commit,
 )
-from pipelines.layout import REJECTS_DIR, STAGING_DIR
+from pipelines.layout import REJECTS_DIR
 from pipelines.manifest import BuildManifest
 from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
 from pipelines.output.iceberg import (
@@ -194,7 +194,7 @@ def build_pipeline(
     unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
     skipped = {report.source for report in unchanged}
     to_read = [file for file in files if source_name(file.url) not in skipped]
-    listing = f"{_absolute_url(output)}/{STAGING_DIR}/{run_id}/listing/inputs"  # files to read: not in the graph
+    listing = listing_folder(output, run_id, "inputs")  # the files to read reach the workers outside the graph
     read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input, listing=listing)
     chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too

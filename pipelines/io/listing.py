@@ -17,8 +17,17 @@ import apache_beam as beam
 from apache_beam.pvalue import PBegin
 from fsspec.core import url_to_fs
 
+from pipelines.io.write import absolute_url
+from pipelines.layout import STAGING_DIR
+
 T = TypeVar("T")
 PER_FILE = 10_000  # items a listing file holds: a worker's share, and few files for the graph to name
+
+
+def listing_folder(output: str, run_id: str, name: str) -> str:
+    """Where run ``run_id`` writes its list ``name`` for the workers: ``OUTPUT/_staging/<run_id>/listing/<name>``
+    (an absolute URL: workers may not share the launcher's cwd), deleted with the run's staging."""
+    return f"{absolute_url(output)}/{STAGING_DIR}/{run_id}/listing/{name}"
 
 
 class Listed(beam.PTransform, Generic[T]):

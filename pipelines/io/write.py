@@ -125,7 +125,7 @@ def _filesystem(output: str) -> tuple[AbstractFileSystem, str]:
     return fs, posixpath.normpath(path)
 
 
-def _absolute_url(output: str) -> str:
+def absolute_url(output: str) -> str:
     """OUTPUT as an absolute URL, resolved at construction: workers may not share the launcher's cwd."""
     fs, root = _filesystem(output)
     return fs.unstrip_protocol(root)
@@ -388,7 +388,7 @@ class _WriteParquet(beam.PTransform):
             raise ValueError(f"run_id must be letters, digits, '.', '_' or '-', got {run_id!r}")
         if max_rows_per_file < 1:
             raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
-        self._output = _absolute_url(output)
+        self._output = absolute_url(output)
         self._run_id = run_id
         self._compression = compression
         self._max_rows = max_rows_per_file
@@ -785,7 +785,7 @@ class CommitOutput(beam.PTransform):
 
     def __init__(self, output: str, run_id: str | None = None) -> None:
         super().__init__()
-        self._output = _absolute_url(output)
+        self._output = absolute_url(output)
         self._run_id = run_id
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
