@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 
 from benchmarks import synthetic
 from benchmarks.bench_pipeline import child_env
-from benchmarks.scaffold import git, header, save
+from benchmarks.scaffold import git, header, peak_rss_kib, save
 from pipelines.incremental import index_partitions, index_path, partition_of, read_previous
 from pipelines.io.context import source_name
 from pipelines.io.expand import expand_inputs
@@ -318,16 +318,6 @@ class RunFigures:
         return max(p.peak_kib for p in self.processes)
 
 
-def _hwm_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 def _role(proc: psutil.Process) -> str:
     try:
         cmd, name = " ".join(proc.cmdline()), proc.name()
@@ -366,7 +356,7 @@ class Sampler(threading.Thread):
         now = time.perf_counter() - self.started
         if children and self.launch_s is None:
             self.launch_s = now
-            self.launch_rss_kib = max(_hwm_kib(self.root.pid), self.seen[self.root.pid].peak_kib)
+            self.launch_rss_kib = max(peak_rss_kib(self.root.pid), self.seen[self.root.pid].peak_kib)
             if self.stop_at_launch:  # a launch probe: the run stops as for a scheduler's SIGTERM, OUTPUT kept
                 self.root.send_signal(signal.SIGTERM)
         for proc in [self.root, *children]:
@@ -377,7 +367,7 @@ class Sampler(threading.Thread):
                 rss = proc.memory_info().rss // 1024
             except psutil.Error:
                 continue
-            entry.peak_kib = max(entry.peak_kib, rss, _hwm_kib(proc.pid))
+            entry.peak_kib = max(entry.peak_kib, rss, peak_rss_kib(proc.pid))
 
     def stop(self) -> None:
         self._done.set()

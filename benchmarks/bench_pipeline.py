@@ -47,7 +47,16 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `pipelin
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus, synthetic
-from benchmarks.scaffold import REPO_ROOT, RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
+from benchmarks.scaffold import (
+    REPO_ROOT,
+    RESULTS_DIR,
+    ensure_real_corpora,
+    header,
+    parser,
+    peak_rss_kib,
+    save,
+    source_line,
+)
 
 RESULTS = RESULTS_DIR / "pipeline.md"
 PLAIN_LOOP = Path(__file__).resolve().parent / "plain_loop.py"
@@ -233,17 +242,6 @@ def foreign_share(busy_before: float | None, busy_after: float | None, own_cpu: 
     if busy_before is None or busy_after is None:
         return None
     return max(0.0, (busy_after - busy_before - own_cpu) / (wall * (os.cpu_count() or 1)))
-
-
-def peak_rss_kib(pid: int) -> int:
-    """The kernel's peak-RSS mark of a process (VmHWM: since its exec, unlike ``ru_maxrss``), 0 if unknown."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 class TreeSampler(threading.Thread):

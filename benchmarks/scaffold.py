@@ -123,3 +123,14 @@ def save_section(text: str, name: str, out: Path | None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(new, encoding="utf-8")
     print(f"bench: wrote {out}")
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The kernel's peak-RSS mark of a process (VmHWM: since its exec, unlike ``ru_maxrss``), 0 if unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
