@@ -390,10 +390,11 @@ def write_corpus(path: Path, documents: int) -> Path:
     return path
 
 
-def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) -> None:
-    """``kill -9`` of the whole job while its workers write: no snapshot names what it wrote, and the table
-    reads as the previous run left it (the killed run's folder stays, for cleanup: docs/iceberg.md)."""
-    warehouse = tmp_path / "warehouse"
+def _a_second_run_writing(
+    tmp_path: Path, warehouse: Path
+) -> tuple[dict[str, Any], Table, Path, str, subprocess.Popen[str]]:
+    """A first run's manifest, its table and data folder and its run's folder name, and a second job (its own
+    process group, stderr piped) caught while its workers write data files: to be stopped by the test."""
     config = write_config(tmp_path / "a.yaml", warehouse, "  max_rows_per_file: 100\n")
     first = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
     before = load_table(warehouse)
@@ -401,16 +402,29 @@ def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) 
     (first_run,) = [p.name for p in data.iterdir()]
     corpus = write_corpus(tmp_path / "big.jsonl", 3000)
     command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
-    job = subprocess.Popen([*command, "--config", str(config), "--quiet"], start_new_session=True)
+    job = subprocess.Popen(
+        [*command, "--config", str(config), "--quiet"], start_new_session=True, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 120
         while not [p for p in data.rglob("*.parquet") if first_run not in p.parts] and job.poll() is None:
             assert time.monotonic() < deadline, "the job wrote no data file"
             time.sleep(0.01)
-        assert job.poll() is None, "the job ended before it could be killed: give it a larger corpus"
-    finally:
+        assert job.poll() is None, "the job ended before it could be stopped: give it a larger corpus"
+    except BaseException:
         os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
+        job.communicate()
+        raise
+    return first, before, data, first_run, job
+
+
+def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) -> None:
+    """``kill -9`` of the whole job while its workers write: no snapshot names what it wrote, and the table
+    reads as the previous run left it (the killed run's folder stays, for cleanup: docs/iceberg.md)."""
+    warehouse = tmp_path / "warehouse"
+    first, before, data, first_run, job = _a_second_run_writing(tmp_path, warehouse)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.communicate()
     after = load_table(warehouse)
     assert after.metadata_location == before.metadata_location
     assert [s.snapshot_id for s in after.snapshots()] == [first["output"]["snapshot_id"]]
@@ -517,21 +531,7 @@ def test_a_run_that_chunks_nothing_names_the_rejects_table(tmp_path: Path, capsy
 
 def test_ctrl_c_while_the_workers_write_leaves_the_previous_snapshot_and_deletes_the_runs_files(tmp_path: Path) -> None:
     warehouse = tmp_path / "warehouse"
-    config = write_config(tmp_path / "a.yaml", warehouse, "  max_rows_per_file: 100\n")
-    first = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
-    before = load_table(warehouse)
-    data = Path(before.location().removeprefix("file://")) / "data"
-    (first_run,) = [p.name for p in data.iterdir()]
-    corpus = write_corpus(tmp_path / "big.jsonl", 3000)
-    command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
-    job = subprocess.Popen(
-        [*command, "--config", str(config), "--quiet"], start_new_session=True, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 120
-    while not [p for p in data.rglob("*.parquet") if first_run not in p.parts] and job.poll() is None:
-        assert time.monotonic() < deadline, "the job wrote no data file"
-        time.sleep(0.01)
-    assert job.poll() is None, "the job ended before it could be stopped: give it a larger corpus"
+    first, _, data, first_run, job = _a_second_run_writing(tmp_path, warehouse)
     os.killpg(job.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole process group
     _, err = job.communicate(timeout=120)
     assert job.returncode == 130, err
