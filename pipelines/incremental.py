@@ -44,7 +44,7 @@ import posixpath
 import re
 import time
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import zip_longest
 from typing import Any, NamedTuple, TypeGuard
@@ -375,18 +375,25 @@ def document_keys(table: pa.Table) -> pa.Array:
 def read_index(previous: Previous, sources: Iterable[str], columns: Sequence[str] = INDEX_SCHEMA.names) -> pa.Table:
     """The previous index rows of ``sources``: only their partitions' files are opened, and of those only the
     row groups whose statistics may hold them (a partition's file is sorted by source)."""
-    table = INDEX_SCHEMA.empty_table().select(list(columns))
-    if not previous.index_partitions:
-        return table
     wanted: dict[int, list[str]] = defaultdict(list)
-    for source in set(sources):
+    for source in set(sources) if previous.index_partitions else ():
         wanted[partition_of(source, previous.index_partitions)].append(source)
-    tables = [table]
-    for part in sorted(wanted.keys() & previous.index_parts):
+    parts = sorted(wanted.keys() & previous.index_parts)
+    return _index_files(previous, parts, columns, lambda part: [("source", "in", sorted(wanted[part]))])
+
+
+def _index_files(
+    previous: Previous, parts: Iterable[int], columns: Sequence[str], filters: Callable[[int], Any] = lambda _: None
+) -> pa.Table:
+    """The rows of the previous index's partitions ``parts`` (``filters(part)`` applied), as one table of
+    ``columns``; a file that cannot be read raises :func:`_index_failure`."""
+    schema = INDEX_SCHEMA.empty_table().select(list(columns)).schema
+    tables = [schema.empty_table()]
+    for part in parts:
         path = index_path(part, previous.index_partitions)
         try:
-            found = _read_table(f"{previous.root}/{path}", list(columns), [("source", "in", sorted(wanted[part]))])
-            tables.append(found.select(list(columns)).cast(table.schema))
+            found = _read_table(f"{previous.root}/{path}", list(columns), filters(part))
+            tables.append(found.select(list(columns)).cast(schema))
         except (OSError, pa.ArrowException, KeyError) as err:
             raise _index_failure(path, err) from err
     return pa.concat_tables(tables)
@@ -666,14 +673,7 @@ class _ComparePartition(beam.DoFn):
             return INDEX_SCHEMA.empty_table()
         common = min(previous.index_partitions, ours)
         parts = [j for j in sorted(previous.index_parts) if j % common == partition % common]
-        tables = [INDEX_SCHEMA.empty_table()]
-        for part in parts:
-            path = index_path(part, previous.index_partitions)
-            try:
-                tables.append(_read_table(f"{previous.root}/{path}").select(INDEX_SCHEMA.names).cast(INDEX_SCHEMA))
-            except (OSError, pa.ArrowException, KeyError) as err:
-                raise _index_failure(path, err) from err
-        table = pa.concat_tables(tables)
+        table = _index_files(previous, parts, INDEX_SCHEMA.names)
         if previous.index_partitions < ours:  # a previous partition is split between several of ours
             sources = table.column("source").unique().to_pylist()
             mine = pa.array([s for s in sources if partition_of(s, ours) == partition], pa.string())
