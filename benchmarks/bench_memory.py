@@ -7,7 +7,8 @@ For each size, a previous output of N documents in F JSONL files is written dire
 by zerda in this process, and its index rows, chunk rows and manifest are replicated F times with the
 source, the document ids and the chunk ids rewritten (chunk files of at most 100,000 rows holding whole
 documents, grouped by source, each with zerda's footer and page checksums; the index partitioned by source
-as ``pipelines.incremental`` plans it; the manifest with every input's stamp and every file). Then 10% of
+as ``pipelines.incremental`` plans it, the id counts by id; the manifest with every input's stamp and every
+file). Then 10% of
 the files are rewritten with 10% of their documents edited (1% of the corpus), and
 ``zerda-rechunk --incremental`` runs over it with 2 worker processes (DirectRunner, multi_processing) while
 every process of its tree is sampled (RSS every 0.1 s and the kernel's peak mark, VmHWM). The run's manifest
@@ -53,9 +54,9 @@ from pipelines.incremental import index_partitions, index_path, partition_of, re
 from pipelines.io.context import source_name
 from pipelines.io.expand import expand_inputs
 from pipelines.io.ownership import STAGED_KEY
-from pipelines.layout import CHANGES_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, SUCCESS_FILE
+from pipelines.layout import CHANGES_DIR, IDS_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, SUCCESS_FILE
 from pipelines.output.manifest import Manifest
-from pipelines.schema import CHANGES_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
+from pipelines.schema import CHANGES_SCHEMA, IDS_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "incremental_memory.md"
@@ -220,6 +221,7 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
     open_files: dict[int, _ChunkFile] = {}
     closed: list[_ChunkFile] = []
     by_partition: dict[int, list[tuple[str, Path]]] = defaultdict(list)
+    ids: list[pa.Table] = []  # (doc_id, its id partition) of every document: every id is held once
     for k in range(files):
         source = source_name(listed[input_name(k)].url)
         index, chunks = replicate(template, k, source)
@@ -240,6 +242,9 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
         files_col = pa.array([chunk_file[b] for b in index.column(PARTITION_COLUMN).to_pylist()], pa.string())
         index = index.set_column(index.schema.get_field_index("chunk_file"), "chunk_file", files_col)
         pq.write_table(index.cast(INDEX_SCHEMA), spill / f"{k}.parquet")
+        doc_ids = index.column("doc_id")
+        id_parts = pa.array([partition_of(doc_id, partitions) for doc_id in doc_ids.to_pylist()], pa.int32())
+        ids.append(pa.table({"doc_id": doc_ids, "part": id_parts}))
         by_partition[partition_of(source, partitions)].append((source, spill / f"{k}.parquet"))
     for current in open_files.values():
         current.writer.close()
@@ -251,6 +256,14 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
         _write(out / relative, table, f"_staging/{run_id}/_index/part-{uuid.uuid4().hex}.pq", INDEX_ROW_GROUP)
         entries.append({"path": relative, "rows": table.num_rows})
     shutil.rmtree(spill)
+    every_id = pa.concat_tables(ids)
+    for partition in range(partitions):
+        in_part = every_id.filter(pc.equal(every_id.column("part"), partition)).sort_by("doc_id")
+        if in_part.num_rows:
+            table = pa.table([in_part.column("doc_id"), pa.array([1] * in_part.num_rows, pa.int64())], IDS_SCHEMA)
+            relative = index_path(partition, partitions, IDS_DIR)
+            _write(out / relative, table, f"_staging/{run_id}/{IDS_DIR}/part-{uuid.uuid4().hex}.pq")
+            entries.append({"path": relative, "rows": table.num_rows})
     for directory, schema in ((REJECTS_DIR, REJECT_SCHEMA), (CHANGES_DIR, CHANGES_SCHEMA)):
         relative = f"{directory}/part-{uuid.uuid4().hex}.pq"
         _write(out / relative, schema.empty_table(), f"_staging/{run_id}/{relative}")
@@ -568,6 +581,8 @@ def check_carried(out: Path, corpus: Path, documents: int, files: int) -> dict[s
     previous = read_previous(str(out), fingerprint, True)
     if not previous.carry:
         raise RuntimeError(f"zerda does not carry the built output: {previous.reason}")
+    if not previous.counts_ids:
+        raise RuntimeError("zerda does not count duplicate ids from the built output's id counts")
     from pipelines.rechunk import run
 
     manifest = run(["--input", str(corpus), "--output", str(out), "--incremental", "--quiet"])

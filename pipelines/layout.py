@@ -1,7 +1,7 @@
 """Where things lie in OUTPUT, and the density bucket a chunk goes to: the layout readers rely on.
 
 ``OUTPUT/density_bucket=K/part-<uuid>.parquet`` (Hive partitioning; ``K`` from :func:`density_bucket`),
-``OUTPUT/_rejects/``, ``_index/`` and ``_changes/`` (``.pq``, so that the documented
+``OUTPUT/_rejects/``, ``_index/``, ``_ids/`` and ``_changes/`` (``.pq``, so that the documented
 ``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)`` reads chunks only), ``_manifest.json``,
 ``_SUCCESS``, and ``_staging/`` while a run writes.
 """
@@ -19,8 +19,10 @@ MANIFEST_FILE = "_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
 CHUNK_SUFFIX = ".parquet"
 REJECT_SUFFIX = ".pq"
-# The document index of a run and the chunk ids it added and removed (pipelines.incremental); .pq like rejects.
+# The document index of a run, how many documents hold each id, and the chunk ids it added and removed
+# (pipelines.incremental); .pq like rejects.
 INDEX_DIR = "_index"
+IDS_DIR = "_ids"
 CHANGES_DIR = "_changes"
 
 

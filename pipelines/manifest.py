@@ -17,6 +17,11 @@ The inputs:
 - ``summaries``: one ``(doc_id, {bucket: [chunks, characters, text characters, overlap characters]})``
   per chunked document (see ``pipelines.chunking.summarise``), from
   ``ChunkDocuments`` (one small element a document, not a pass over every chunk row).
+- ``totals`` (optional): ``(documents, {bucket: [...]})``, many documents at once: an incremental run's
+  input file not read, summed from its previous index slice (``pipelines.incremental``).
+- ``duplicates`` (optional): ``(ids held by two documents or more, up to DUPLICATE_EXAMPLES of them)`` per
+  part of the ids, when the caller counts ids itself (an incremental run's ``_ids/``); without it the ids
+  of ``summaries`` meet in a ``CombinePerKey``.
 - ``rejects``: ``Reject`` records; each counts as ``count`` records of its reason (a flood's summary row
   stands for many), and ``reject_rows`` counts the rows, which the commit checks against the files.
 - ``reports``: ``FileReport`` per input file; ``records_read`` is the sum of their ``records``, so the
@@ -169,18 +174,23 @@ class BuildManifest(beam.PTransform):
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         summaries, rejects, reports = pcolls["summaries"], pcolls["rejects"], pcolls["reports"]
-        duplicates = (
-            summaries
-            | "DocId" >> beam.Map(lambda summary: (summary[0], 1))
-            | "CountDocIds" >> beam.CombinePerKey(sum)
-            | "SeenTwice" >> beam.FlatMap(lambda id_count: [("duplicate", id_count[0])] if id_count[1] > 1 else [])
-        )
-        facts = (
-            summaries | "DocumentFacts" >> beam.Map(lambda summary: ("document", summary[1])),
+        duplicates = pcolls.get("duplicates")
+        if duplicates is None:
+            duplicates = (
+                summaries
+                | "DocId" >> beam.Map(lambda summary: (summary[0], 1))
+                | "CountDocIds" >> beam.CombinePerKey(sum)
+                | "SeenTwice" >> beam.FlatMap(lambda id_count: [(1, [id_count[0]])] if id_count[1] > 1 else [])
+            )
+        kinds = [
+            summaries | "DocumentFacts" >> beam.Map(lambda summary: ("documents", (1, summary[1]))),
             rejects | "RejectFacts" >> beam.Map(lambda reject: ("reject", (reject.reason, reject.count))),
             reports | "FileFacts" >> beam.Map(lambda report: ("file", report)),
-            duplicates,
-        ) | "AllFacts" >> beam.Flatten()
+            duplicates | "DuplicateFacts" >> beam.Map(lambda found: ("duplicates", found)),
+        ]
+        if "totals" in pcolls:
+            kinds.append(pcolls["totals"] | "TotalFacts" >> beam.Map(lambda totals: ("documents", totals)))
+        facts = tuple(kinds) | "AllFacts" >> beam.Flatten()
         return facts | "Count" >> beam.CombineGlobally(_ManifestCounts()) | "Assemble" >> beam.Map(self._assemble)
 
     def _assemble(self, acc: dict[str, Any]) -> dict[str, Any]:
@@ -222,9 +232,10 @@ class _ManifestCounts(beam.CombineFn):
 
     def add_input(self, acc: dict[str, Any], fact: Any) -> dict[str, Any]:
         kind, value = fact
-        if kind == "document":
-            acc["documents"] += 1
-            _add_buckets(acc["buckets"], value)
+        if kind == "documents":
+            documents, buckets = value
+            acc["documents"] += documents
+            _add_buckets(acc["buckets"], buckets)
         elif kind == "reject":
             reason, count = value
             acc["rejects"][reason] = acc["rejects"].get(reason, 0) + count
@@ -232,8 +243,9 @@ class _ManifestCounts(beam.CombineFn):
         elif kind == "file":
             acc["reports"].append(value)
         else:
-            acc["duplicates"] += 1
-            acc["examples"] = sorted([*acc["examples"], value])[:DUPLICATE_EXAMPLES]
+            duplicates, examples = value
+            acc["duplicates"] += duplicates
+            acc["examples"] = sorted([*acc["examples"], *examples])[:DUPLICATE_EXAMPLES]
         return acc
 
     def merge_accumulators(self, accs: Any) -> dict[str, Any]:

@@ -85,6 +85,10 @@ INDEX_SCHEMA = pa.schema(
     ]
 )
 
+# One row per document id: how many chunked documents hold it, in any source (the manifest's duplicate ids). Kept
+# beside the index, partitioned by id, so that an incremental run counts duplicates from what changed.
+IDS_SCHEMA = pa.schema([_required("doc_id", pa.string()), _required("documents", pa.int64())])
+
 # One row per chunk id a run added or removed, against the previous committed output.
 CHANGES_SCHEMA = pa.schema(
     [

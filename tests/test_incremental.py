@@ -324,7 +324,9 @@ def test_an_index_of_another_partition_count_compares_alike(
         "documents_removed": 3,
         "documents_unchanged": 8,
     }
-    run(_argv(corpus, fresh))
+    full = run(_argv(corpus, fresh))
+    assert manifest["counts"] == full["counts"] and manifest["counts"]["duplicate_doc_ids"] == 1  # d3: a and b
+    assert {p.name.split("-of-")[1] for p in (output / "_ids").iterdir()} == {f"{after:05d}.pq"}
     assert _rows(output) == _rows(fresh)
     assert _index(output) == _index(fresh)
     for path in (output / "_index").iterdir():  # each file holds its partition's sources, sorted
@@ -869,3 +871,107 @@ def test_chunk_ids_packed_for_the_shuffle_come_back_as_they_were() -> None:
     assert _unpacked({"chunk_ids": packed, "record": 3}) == {"chunk_ids": ids, "record": 3}
     for odd in (["not-a-digest", ids[0]], [ids[0].upper()], []):
         assert _unpacked({"chunk_ids": _packed(odd)})["chunk_ids"] == odd
+
+
+def _spy_outputs(monkeypatch: pytest.MonkeyPatch, cls: type, method: str = "process") -> list[Any]:
+    """What ``cls.<method>`` receives and gives from now on (in-memory runner: this process), as (element,
+    outputs) pairs."""
+    seen: list[Any] = []
+    real = getattr(cls, method)
+
+    def spy(self: Any, element: Any) -> Any:
+        outputs = list(real(self, element) or ())
+        seen.append((element, outputs))
+        return outputs
+
+    monkeypatch.setattr(cls, method, spy)
+    return seen
+
+
+def test_a_many_document_unchanged_file_gives_its_counts_in_one_element(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unread file's documents reach the manifest as one sum from its index slice, not one summary a
+    document, and the counts are a full run's (documents, chunks and characters by bucket)."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    many = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(400)]
+    _write_jsonl(corpus / "many.jsonl", many)
+    _write_jsonl(corpus / "small.jsonl", [("s1", _doc(1)), ("s2", _doc(2))])
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    _write_jsonl(corpus / "small.jsonl", [("s1", _doc(1)), ("s3", _doc(3))])
+    carried = _spy_outputs(monkeypatch, pipelines.incremental._CarryFiles)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    assert sum(len(outputs) for _, outputs in carried) == 2  # its report and its totals
+    full = run(_argv(corpus, fresh))
+    assert manifest["changes"]["files_unchanged"] == 1
+    assert manifest["counts"] == full["counts"]
+    assert len(manifest["counts"]["chunks_by_bucket"]) > 1
+    assert _rows(output) == _rows(fresh)
+
+
+def test_duplicate_ids_are_counted_from_the_previous_counts_and_what_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id counts once however many documents hold it, in an unread file or not: copies within the unread
+    file, a copy added in a file read against one in the unread file, and one removed. Only the ids of the
+    files read are sent to be counted."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    kept = [("twice", _doc(1)), ("twice", _doc(2)), ("shared", _doc(3)), ("left", _doc(4))]
+    kept += [(f"k{n}", _doc(n)) for n in range(30)]
+    _write_jsonl(corpus / "kept.jsonl", kept)
+    _write_jsonl(corpus / "read.jsonl", [("shared", _doc(5)), ("r1", _doc(6))])
+    _age(*corpus.iterdir())
+    first = run(_argv(corpus, output))
+    assert first["counts"]["duplicate_doc_id_examples"] == ["shared", "twice"]
+    _write_jsonl(corpus / "read.jsonl", [("left", _doc(7)), ("r1", _doc(6)), ("r2", _doc(8)), ("r2", _doc(9))])
+    changes = _spy_outputs(monkeypatch, pipelines.incremental._CountIds)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    sent = {doc_id for (_, grouped), _ in changes for change in grouped["change"] for doc_id in change}
+    full = run(_argv(corpus, fresh))
+    assert manifest["changes"]["files_unchanged"] == 1
+    assert manifest["counts"] == full["counts"]
+    assert manifest["counts"]["duplicate_doc_id_examples"] == ["left", "r2", "twice"]
+    assert sent == {"shared", "left", "r2"}  # r1 is in read.jsonl before and after: no change to send
+    assert sorted(pq.read_table(output / "_ids").to_pylist(), key=str) == sorted(
+        pq.read_table(fresh / "_ids").to_pylist(), key=str
+    )
+
+
+def test_a_previous_output_without_id_counts_counts_every_id(tmp_path: Path) -> None:
+    """An output of a zerda from before ``_ids/``: its ids are all counted again, and the counts are a full
+    run's; the run writes the id counts the next one starts from."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    manifest = read_manifest(output)
+    manifest["output"]["files"] = [e for e in manifest["output"]["files"] if not e["path"].startswith("_ids/")]
+    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    shutil.rmtree(output / "_ids")
+    _corpus_v2(corpus)
+    second = run(_argv(corpus, output, "--incremental"))
+    full = run(_argv(corpus, fresh))
+    assert second["changes"]["incremental"] is True and second["changes"]["files_unchanged"] == 1
+    assert second["counts"] == full["counts"] and second["counts"]["duplicate_doc_ids"] == 1
+    assert pq.read_table(output / "_ids").sort_by("doc_id") == pq.read_table(fresh / "_ids").sort_by("doc_id")
+
+
+def test_previous_id_counts_damaged_in_place_give_a_full_run_that_says_why(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """An ``_ids`` file's footer overwritten, its size the same: the count of its partition fails on it, and
+    the launcher runs again in full (as for a damaged index file), with a full run's counts."""
+    corpus, previous, fresh = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith("_ids/"))
+    data = (output / victim).read_bytes()
+    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    result = run(_argv(corpus, output, "--incremental"))
+    assert result["changes"]["reason"].startswith(f"full run: a previous index file cannot be read: {victim} (")
+    assert result["counts"] == read_manifest(fresh)["counts"]
+    assert _rows(output) == _rows(fresh)
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True

@@ -1,7 +1,7 @@
 """Which files in OUTPUT's dataset folders zerda wrote: a commit deletes only those, and a run does not start
 over anyone else's file where the dataset's readers would take it for zerda's.
 
-The dataset folders are ``density_bucket=K/``, ``_rejects/``, ``_index/`` and ``_changes/``. A file in them
+The dataset folders are ``density_bucket=K/``, ``_rejects/``, ``_index/``, ``_ids/`` and ``_changes/``. A file in them
 is zerda's when the previous manifest lists it, or when it has a committed file's name (``part-NNNNN.parquet``,
 ``.pq``) and its Parquet footer names the path a zerda run staged it as (what a commit stopped halfway
 leaves, its manifest already retracted). Any other file there is foreign: ``pyarrow.dataset(OUTPUT)`` and
@@ -25,6 +25,7 @@ from pipelines.errors import ManifestError
 from pipelines.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
+    IDS_DIR,
     INDEX_DIR,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
@@ -44,7 +45,7 @@ _FOOTER_THREADS = 16  # footer reads at once: on an object store each is a few r
 
 def is_dataset_entry(name: str) -> bool:
     """A top-level entry of OUTPUT that belongs to a run's dataset."""
-    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, CHANGES_DIR)
+    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, IDS_DIR, CHANGES_DIR)
 
 
 def staged_as(fs: AbstractFileSystem, path: str) -> str | None:

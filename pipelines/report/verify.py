@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import OutputError
 from pipelines.io.ownership import dataset_files
-from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE
+from pipelines.layout import CHANGES_DIR, IDS_DIR, INDEX_DIR, MANIFEST_FILE
 from pipelines.output.manifest import Manifest, folder_rows
 from pipelines.redact import bounded
 from pipelines.report.scan import open_output, reading_output
@@ -88,7 +88,7 @@ def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, An
 def _count_problems(rows: Mapping[str, int], counts: Mapping[str, Any]) -> list[str]:
     """Each bucket folder's rows and the reject rows against what the manifest counts (:func:`folder_rows`)."""
     expected = folder_rows(counts)
-    found = {folder: n for folder, n in rows.items() if folder not in (INDEX_DIR, CHANGES_DIR)}
+    found = {folder: n for folder, n in rows.items() if folder not in (INDEX_DIR, IDS_DIR, CHANGES_DIR)}
     return [
         f"{folder}/: {found.get(folder, 0):,} rows, the manifest counts {expected.get(folder, 0):,}"
         for folder in sorted({*found, *expected})
