@@ -46,6 +46,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks import synthetic
 from benchmarks.bench_pipeline import child_env
@@ -54,9 +55,17 @@ from pipelines.incremental import index_partitions, index_path, partition_of, re
 from pipelines.io.context import source_name
 from pipelines.io.expand import expand_inputs
 from pipelines.io.ownership import STAGED_KEY
-from pipelines.layout import CHANGES_DIR, IDS_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, SUCCESS_FILE
-from pipelines.output.manifest import Manifest
-from pipelines.schema import CHANGES_SCHEMA, IDS_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
+from pipelines.layout import (
+    CHANGES_DIR,
+    IDS_DIR,
+    INPUTS_DIR,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECTS_DIR,
+    SUCCESS_FILE,
+)
+from pipelines.output.manifest import Manifest, write_files_table
+from pipelines.schema import CHANGES_SCHEMA, IDS_SCHEMA, INDEX_SCHEMA, INPUTS_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "incremental_memory.md"
@@ -120,7 +129,7 @@ def chunk_template(docs: Sequence[tuple[str, str]], scratch: Path) -> Template:
     folder.mkdir(parents=True)
     write_input(folder / "template.jsonl", "", docs)
     run(["--input", str(folder), "--output", str(out), "--quiet"])
-    manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
+    manifest = Manifest.load_url(str(out)).with_lists()
     index = pa.concat_tables([pq.read_table(p) for p in sorted((out / "_index").glob("*.pq"))])
     parts, schema = [], None
     for path in sorted(out.glob(f"{PARTITION_COLUMN}=*/*.parquet")):
@@ -268,16 +277,20 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
         relative = f"{directory}/part-{uuid.uuid4().hex}.pq"
         _write(out / relative, schema.empty_table(), f"_staging/{run_id}/{relative}")
         entries.append({"path": relative, "rows": 0})
+    manifest = scaled_manifest(template.manifest, files, [listed[input_name(k)] for k in range(files)])
+    relative = f"{INPUTS_DIR}/part-{uuid.uuid4().hex}.pq"
+    inputs = pa.Table.from_pylist(manifest.pop("inputs"), schema=INPUTS_SCHEMA)
+    _write(out / relative, inputs, f"_staging/{run_id}/{relative}")
+    entries.append({"path": relative, "rows": inputs.num_rows})
     for entry in entries:
         entry["bytes"] = (out / entry["path"]).stat().st_size
-    manifest = scaled_manifest(template.manifest, files, str(out), [listed[input_name(k)] for k in range(files)])
-    manifest["output"]["files"] = sorted(entries, key=lambda e: e["path"])
+    manifest["output"] = {"root": str(out), "files_table": write_files_table(LocalFileSystem(), str(out), entries)}
     (out / MANIFEST_FILE).write_text(Manifest(manifest).dumps(), encoding="utf-8")
     (out / SUCCESS_FILE).write_bytes(b"")
     return manifest
 
 
-def scaled_manifest(template: dict[str, Any], files: int, root: str, inputs: Sequence[Any]) -> dict[str, Any]:
+def scaled_manifest(template: dict[str, Any], files: int, inputs: Sequence[Any]) -> dict[str, Any]:
     """The template's manifest for ``files`` copies of its input: counts scaled, one input entry per file."""
     manifest = json.loads(json.dumps(template))
     counts = manifest["counts"]
@@ -287,7 +300,6 @@ def scaled_manifest(template: dict[str, Any], files: int, root: str, inputs: Seq
         counts[key] = {bucket: n * files for bucket, n in counts[key].items()}
     (entry,) = template["inputs"]
     manifest["inputs"] = [{**entry, "source": source_name(f.url), "stamp": f.stamp or ""} for f in inputs]
-    manifest["output"]["root"] = root
     changes = manifest["changes"]
     changes.update(documents_added=counts["documents_chunked"], chunks_added=counts["chunks"])
     return manifest

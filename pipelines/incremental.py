@@ -211,14 +211,17 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
         )
     try:  # a newer zerda's manifest is refused (NewerManifestError): OUTPUT is not overwritten on a guess
-        manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}")
+        manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}", fs, root)
+        listed, read_before = manifest.files, manifest.inputs  # format 2: read from its tables
     except ManifestError as err:  # edited by hand, or not zerda's
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({err.why}){_AGAINST_NOTHING}")
-    if manifest.files is None:
+    except OSError as err:  # a table of the manifest the storage would not give: nothing decided on a guess
+        raise _unreadable(f"{root}/{MANIFEST_FILE}", err) from err
+    if listed is None:
         why = "it lists no files: an output of an older zerda"
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
-    entries = {entry["path"]: entry.get("bytes") for entry in manifest.files}
-    rows = {entry["path"]: entry.get("rows") for entry in manifest.files}
+    entries = {entry["path"]: entry.get("bytes") for entry in listed}
+    rows = {entry["path"]: entry.get("rows") for entry in listed}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
@@ -246,7 +249,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     inputs: dict[str, FileReport] = {}
     if carry:
         try:
-            inputs = _stamped_inputs(manifest, _chunker_failed(fs, rejects))
+            inputs = _stamped_inputs(read_before, _chunker_failed(fs, rejects))
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     documents = manifest.counts.get("documents_chunked")
@@ -325,11 +328,11 @@ def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str]) -> set[
     return sources
 
 
-def _stamped_inputs(manifest: Manifest, retry: Container[str] = frozenset()) -> dict[str, FileReport]:
-    """The previous run's reports of the files it read without error and whose listing gave a stamp, but
-    for the sources in ``retry``."""
+def _stamped_inputs(entries: Iterable[Mapping[str, Any]], retry: Container[str] = frozenset()) -> dict[str, FileReport]:
+    """The previous run's reports (its manifest's ``inputs`` entries) of the files it read without error and whose
+    listing gave a stamp, but for the sources in ``retry``."""
     reports = {}
-    for entry in manifest.inputs:
+    for entry in entries:
         if entry.get("error") or entry.get("source") in retry:
             continue
         source, stamp, size, records = (entry.get(key) for key in ("source", "stamp", "bytes", "records"))

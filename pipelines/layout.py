@@ -2,8 +2,8 @@
 
 ``OUTPUT/density_bucket=K/part-<uuid>.parquet`` (Hive partitioning; ``K`` from :func:`density_bucket`),
 ``OUTPUT/_rejects/``, ``_index/``, ``_ids/`` and ``_changes/`` (``.pq``, so that the documented
-``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)`` reads chunks only), ``_manifest.json``,
-``_SUCCESS``, and ``_staging/`` while a run writes.
+``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)`` reads chunks only), ``_manifest.json`` and its
+tables in ``_manifest/``, ``_SUCCESS``, and ``_staging/`` while a run writes.
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ REJECT_SUFFIX = ".pq"
 INDEX_DIR = "_index"
 IDS_DIR = "_ids"
 CHANGES_DIR = "_changes"
+# The manifest's per-file lists, beside _manifest.json (which stays small): each committed file, written by the
+# commit, and each input file read, staged by the workers like any output file.
+MANIFEST_DIR = "_manifest"
+FILES_TABLE = f"{MANIFEST_DIR}/files.pq"
+INPUTS_DIR = f"{MANIFEST_DIR}/inputs"
 
 
 # Buckets a run may have: each is a folder, a summary row and a histogram bar. Densities are stored with four

@@ -7,8 +7,9 @@ Wiring (the rechunk entry point)::
     )
 
 gives a PCollection of ONE dict; ``pipelines.io.write.CommitOutput`` takes it as a side input, adds the
-files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``
-(``Manifest.dumps``).
+table of the files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``
+(``Manifest.dumps``). The input files read are not in it: ``input_rows`` makes their rows, which the job
+writes like any output file (``_manifest/inputs/``), so no worker gathers the list.
 
 Every reader of a written manifest goes through ``pipelines.output.manifest.Manifest``.
 
@@ -24,10 +25,12 @@ The inputs:
   of ``summaries`` meet in a ``CombinePerKey``.
 - ``rejects``: ``Reject`` records; each counts as ``count`` records of its reason (a flood's summary row
   stands for many), and ``reject_rows`` counts the rows, which the commit checks against the files.
-- ``reports``: ``FileReport`` per input file; ``records_read`` is the sum of their ``records``, so the
-  reader counts every record it emits, as a document or as a reject (a file-level reject included).
+- ``reports``: ``FileReport`` per input file; ``files_read`` counts them and ``records_read`` is the sum of
+  their ``records``, so the reader counts every record it emits, as a document or as a reject (a file-level
+  reject included).
 
-Counts come from one combine over these elements (a single shuffle), not from Beam Metrics: the outputs of a failed or
+Counts come from one combine over these elements (a single shuffle; its accumulators are numbers, merged
+in a tree), not from Beam Metrics: the outputs of a failed or
 retried bundle are discarded with it, so the numbers are exact, where metrics may count attempts
 twice or not be queryable on every runner. ``check_accounting`` checks records read = documents
 chunked + rejects. The manifest holds the reviewed settings, never pipeline options or environment
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -64,47 +67,38 @@ def versions() -> dict[str, str]:
     }
 
 
+def input_rows(report: FileReport) -> list[dict[str, Any]]:
+    """An input file's row of the manifest's inputs table (as the one-row list the staging step takes)."""
+    source = redact_url(report.source)
+    return [
+        {
+            "source": source,
+            "bytes": report.bytes_read,
+            "records": report.records,
+            "error": report.error,
+            "stamp": report.stamp,
+        }
+    ]
+
+
 def build_manifest(
-    *,
-    settings: Mapping[str, Any],
-    fingerprint: str,
-    output: str,
-    started: datetime,
-    reports: Iterable[FileReport],
-    counts: Mapping[str, Any],
+    *, settings: Mapping[str, Any], fingerprint: str, output: str, started: datetime, counts: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The manifest before commit: ``timings.finished`` and ``output.files`` are filled by ``finish_manifest``."""
-    inputs = sorted(
-        (
-            {
-                "source": redact_url(r.source),
-                "bytes": r.bytes_read,
-                "records": r.records,
-                "error": r.error,
-                "stamp": r.stamp,
-            }
-            for r in reports
-        ),
-        key=lambda entry: str(entry["source"]),
-    )
+    """The manifest before commit: ``timings.finished`` is filled by ``finish_manifest``, and ``output`` by the
+    commit (the table of the files it committed)."""
     return {
         "format": MANIFEST_FORMAT,
         "fingerprint": fingerprint,
         "settings": dict(settings),
-        "inputs": inputs,
-        "counts": {
-            "files_read": len(inputs),
-            "records_read": sum(entry["records"] for entry in inputs),
-            **counts,
-        },
+        "counts": dict(counts),
         "timings": {"started": started.isoformat(), "finished": None, "seconds": None},
         "versions": versions(),
-        "output": {"root": redact_url(output), "files": []},
+        "output": {"root": redact_url(output)},
     }
 
 
-def finish_manifest(manifest: Mapping[str, Any], *, files: list[dict[str, Any]], finished: datetime) -> dict[str, Any]:
-    """A copy of ``manifest`` with the files written (paths relative to OUTPUT) and the finish time."""
+def finish_manifest(manifest: Mapping[str, Any], *, finished: datetime) -> dict[str, Any]:
+    """A copy of ``manifest`` with the finish time."""
     started = datetime.fromisoformat(manifest["timings"]["started"])
     return {
         **manifest,
@@ -113,7 +107,6 @@ def finish_manifest(manifest: Mapping[str, Any], *, files: list[dict[str, Any]],
             "finished": finished.isoformat(),
             "seconds": round((finished - started).total_seconds(), 3),
         },
-        "output": {**manifest["output"], "files": files},
     }
 
 
@@ -135,6 +128,8 @@ def _by_bucket(totals: Mapping[int, int]) -> dict[str, int]:
 
 def _counts(
     *,
+    files_read: int,
+    records_read: int,
     documents_chunked: int,
     rejects: Mapping[str, int],
     reject_rows: int,
@@ -146,6 +141,8 @@ def _counts(
     duplicate_examples: list[str],
 ) -> dict[str, Any]:
     return {
+        "files_read": files_read,
+        "records_read": records_read,
         "documents_chunked": documents_chunked,
         "rejects": {reason: rejects.get(reason, 0) for reason in REJECT_REASONS},
         "reject_rows": reject_rows,
@@ -195,6 +192,8 @@ class BuildManifest(beam.PTransform):
 
     def _assemble(self, acc: dict[str, Any]) -> dict[str, Any]:
         counts = _counts(
+            files_read=acc["files"],
+            records_read=acc["records"],
             documents_chunked=acc["documents"],
             rejects=acc["rejects"],
             reject_rows=acc["reject_rows"],
@@ -205,7 +204,7 @@ class BuildManifest(beam.PTransform):
             duplicate_doc_ids=acc["duplicates"],
             duplicate_examples=acc["examples"],
         )
-        return build_manifest(**self._static, reports=acc["reports"], counts=counts)
+        return build_manifest(**self._static, counts=counts)
 
 
 def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
@@ -217,7 +216,8 @@ def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) ->
 
 
 class _ManifestCounts(beam.CombineFn):
-    """Every count of the manifest in one combine: one shuffle instead of one per count."""
+    """Every count of the manifest in one combine: one shuffle instead of one per count. Its accumulators are
+    numbers and bounded maps (reasons, buckets, a few example ids), so they merge in a tree whatever the input."""
 
     def create_accumulator(self) -> dict[str, Any]:
         return {
@@ -227,7 +227,8 @@ class _ManifestCounts(beam.CombineFn):
             "buckets": {},
             "duplicates": 0,
             "examples": [],
-            "reports": [],
+            "files": 0,
+            "records": 0,
         }
 
     def add_input(self, acc: dict[str, Any], fact: Any) -> dict[str, Any]:
@@ -241,7 +242,8 @@ class _ManifestCounts(beam.CombineFn):
             acc["rejects"][reason] = acc["rejects"].get(reason, 0) + count
             acc["reject_rows"] += 1
         elif kind == "file":
-            acc["reports"].append(value)
+            acc["files"] += 1
+            acc["records"] += value.records
         else:
             duplicates, examples = value
             acc["duplicates"] += duplicates
@@ -258,7 +260,8 @@ class _ManifestCounts(beam.CombineFn):
             _add_buckets(merged["buckets"], acc["buckets"])
             merged["duplicates"] += acc["duplicates"]
             merged["examples"] = sorted([*merged["examples"], *acc["examples"]])[:DUPLICATE_EXAMPLES]
-            merged["reports"].extend(acc["reports"])
+            merged["files"] += acc["files"]
+            merged["records"] += acc["records"]
         return merged
 
     def extract_output(self, acc: dict[str, Any]) -> dict[str, Any]:

@@ -29,9 +29,10 @@ import pipelines.io.read
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental import read_previous
 from pipelines.rechunk import main, run
+from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
-from tests.output_checks import read_manifest
+from tests.output_checks import read_manifest, write_manifest
 from zerda_core.chunks import AdaptiveChunker
 
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ def test_an_index_of_an_older_format_or_edited_runs_in_full_against_nothing_and_
             else:
                 pq.write_table(pq.read_table(path).drop_columns(["chunk_file"]), path)
             entry["bytes"] = path.stat().st_size
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest)
     _write_jsonl(corpus / "a.jsonl", [("a1", _doc(1)), ("a3", _doc(3))])
     second = run(_argv(corpus, output, "--incremental"))
     run(_argv(corpus, fresh))
@@ -459,18 +460,19 @@ def settled_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_previous_inputs_edited_by_hand_are_read_again(
     edit: str, settled_run: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted."""
+    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted (a
+    manifest of format 1, whose inputs were JSON, takes any type)."""
     corpus, fresh = settled_run  # the full run of the unchanged corpus
     output = tmp_path / "out"
     shutil.copytree(fresh, output)  # the previous run's output
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     if edit == "inputs null":
         manifest["inputs"] = None
     else:
         key, value = {"records a string": ("records", "7"), "bytes negative": ("bytes", -1)}.get(edit, ("stamp", 7))
         for entry in manifest["inputs"]:
             entry[key] = value
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest, format=1)
     result = run(_argv(corpus, output, "--incremental"))
     assert result["changes"]["incremental"] is True and result["changes"]["files_unchanged"] == 0
     assert result["counts"]["records_read"] == 13
@@ -571,6 +573,14 @@ def _flipped(data: bytes) -> bytes:
     return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
 
 
+def _damaged_footer(output: Path, prefix: str) -> str:
+    """The first file the manifest lists under ``prefix``, its footer overwritten in place (its size the same)."""
+    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith(prefix))
+    data = (output / victim).read_bytes()
+    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    return victim
+
+
 def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(
     edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
@@ -616,9 +626,7 @@ def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     corpus, previous, fresh = edited_after_a_run
     output = tmp_path / "out"
     shutil.copytree(previous, output)
-    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith("density"))
-    data = (output / victim).read_bytes()
-    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    victim = _damaged_footer(output, "density")
     result = run(_argv(corpus, output, "--incremental", *workers))
     assert _rows(output) == _rows(fresh)
     assert result["changes"]["incremental"] is False
@@ -702,9 +710,9 @@ def test_a_previous_manifest_of_a_newer_format_exits_2_naming_both_and_touches_n
     output = tmp_path / "out"
     shutil.copytree(previous, output)
     manifest = read_manifest(output)
-    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 2}), encoding="utf-8")
+    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 3}), encoding="utf-8")
     before = _snapshot(output)
-    said = "written by a newer zerda (format 2; this zerda reads 1)"
+    said = "written by a newer zerda (format 3; this zerda reads 2)"
     for extra in (["--incremental"], []):
         assert main(_argv(corpus, output, *extra)) == 2
         err = capsys.readouterr().err
@@ -831,12 +839,12 @@ def test_a_previous_input_count_edited_by_hand_gives_the_counts_of_a_full_run(
     corpus, fresh = settled_run  # the full run of the unchanged corpus
     output = tmp_path / "out"
     shutil.copytree(fresh, output)  # the previous run's output
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     for entry in manifest["inputs"]:
         entry["records"] += 1
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    result = run(_argv(corpus, output, "--incremental"))
-    full = read_manifest(fresh)
+    write_manifest(output, manifest)
+    run(_argv(corpus, output, "--incremental"))
+    result, full = read_manifest(output), read_manifest(fresh)
     assert result["counts"] == full["counts"]
     assert [{**e, "stamp": ""} for e in result["inputs"]] == [{**e, "stamp": ""} for e in full["inputs"]]
     assert _rows(output) == _rows(fresh)
@@ -949,7 +957,7 @@ def test_a_previous_output_without_id_counts_counts_every_id(tmp_path: Path) -> 
     run(_argv(corpus, output))
     manifest = read_manifest(output)
     manifest["output"]["files"] = [e for e in manifest["output"]["files"] if not e["path"].startswith("_ids/")]
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest)
     shutil.rmtree(output / "_ids")
     _corpus_v2(corpus)
     second = run(_argv(corpus, output, "--incremental"))
@@ -967,11 +975,30 @@ def test_previous_id_counts_damaged_in_place_give_a_full_run_that_says_why(
     corpus, previous, fresh = edited_after_a_run
     output = tmp_path / "out"
     shutil.copytree(previous, output)
-    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith("_ids/"))
-    data = (output / victim).read_bytes()
-    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    victim = _damaged_footer(output, "_ids/")
     result = run(_argv(corpus, output, "--incremental"))
     assert result["changes"]["reason"].startswith(f"full run: a previous index file cannot be read: {victim} (")
     assert result["counts"] == read_manifest(fresh)["counts"]
     assert _rows(output) == _rows(fresh)
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
+def test_an_output_whose_manifest_is_of_format_1_is_reported_and_carried(
+    settled_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An output of a zerda whose manifest held its lists in the JSON (format 1, no ``_manifest/``): zerda-report
+    reads it, an incremental run carries its unchanged files from it and writes the lists as tables."""
+    corpus, fresh = settled_run
+    output = tmp_path / "out"
+    shutil.copytree(fresh, output)
+    manifest = read_manifest(output)
+    manifest["output"]["files"] = [e for e in manifest["output"]["files"] if not e["path"].startswith("_manifest/")]
+    shutil.rmtree(output / "_manifest")
+    write_manifest(output, manifest, format=1)
+    assert report_main([str(output)]) == 0 and "records read" in capsys.readouterr().out
+    result = run(_argv(corpus, output, "--incremental"))
+    assert result["changes"]["files_unchanged"] == len(manifest["inputs"]) == 4
+    assert result["counts"] == manifest["counts"] and result["inputs"] == manifest["inputs"]
+    written = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    assert written["format"] == 2 and "inputs" not in written and "files" not in written["output"]
+    assert report_main(["--verify", str(output)]) == 0

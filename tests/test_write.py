@@ -5,7 +5,6 @@ Pipelines run on the real DirectRunner and the dataset is read back with pyarrow
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -32,6 +31,7 @@ from pipelines.io.write import (
     StagedFile,
     WriteChunks,
     WriteDescribedChunks,
+    WriteInputs,
     WriteRejects,
     new_run_id,
     prepare_output,
@@ -41,7 +41,7 @@ from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
 from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from tests.common import REPO, most_at_once
-from tests.output_checks import documents_of, summaries_of
+from tests.output_checks import documents_of, read_manifest, summaries_of
 
 
 def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None = None) -> dict:
@@ -111,6 +111,7 @@ def run_write(
         staged = {
             "chunks": chunks | "WriteChunks" >> WriteChunks(output, run_id, **write),
             "rejects": bad | "WriteRejects" >> WriteRejects(output, run_id, **write),
+            "inputs": reports | "WriteInputs" >> WriteInputs(output, run_id, "zstd", 1000),
         }
         {**staged, "manifest": manifest} | "Commit" >> CommitOutput(output)
 
@@ -126,12 +127,15 @@ def read_rejects(output: Path) -> list[Reject]:
     return sorted((Reject(**row) for row in table.to_pylist()), key=lambda r: r.record)
 
 
+UNLISTED = {"_SUCCESS", "_manifest.json", "_manifest/files.pq"}  # files a finished output has beside those listed
+
+
 def files_under(output: Path) -> set[str]:
     return {p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file()}
 
 
 def manifest_files(output: Path) -> dict:
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     check_accounting(manifest)
     return {entry["path"]: entry["rows"] for entry in manifest["output"]["files"]}
 
@@ -271,16 +275,18 @@ def test_round_trip_reads_back_in_pyarrow_and_duckdb(tmp_path: Path) -> None:
     assert not any(f.startswith("_staging") for f in files)
     # 6 rows a bucket, 4 a file: two files each, named as staged; the manifest lists exactly what is there
     listed = manifest_files(out)
-    assert set(listed) == files - {"_SUCCESS", "_manifest.json"}
-    named = re.compile(r"(density_bucket=[049]/part-[0-9a-f]{32}\.parquet|_rejects/part-[0-9a-f]{32}\.pq)")
+    assert set(listed) == files - UNLISTED
+    named = re.compile(
+        r"(density_bucket=[049]/part-[0-9a-f]{32}\.parquet|(_rejects|_manifest/inputs)/part-[0-9a-f]{32}\.pq)"
+    )
     assert all(named.fullmatch(path) for path in listed)
-    assert sorted(listed.values()) == [2, 2, 2, 2, 4, 4, 4]
+    assert sorted(listed.values()) == [1, 2, 2, 2, 2, 4, 4, 4]  # the one input file read, in the inputs table
 
 
 def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "out"
     run_write(str(out), corpus(9), max_rows_per_file=1)  # 9 files of one document in 3 buckets, 2 reject files
-    assert len(files_under(out)) == 9 + 2 + 2  # + _SUCCESS and _manifest.json
+    assert len(files_under(out)) == 9 + 2 + 1 + 3  # + the inputs table, _SUCCESS, _manifest.json and its files
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     second = corpus(6, densities=(0.42, 0.55))  # bucket 0 and 9 gone, bucket 5 new, no rejects
@@ -290,8 +296,9 @@ def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: 
 
     assert read_chunks(str(out)) == sorted(second, key=lambda row: row["chunk_id"])
     files = files_under(out)
-    assert set(manifest_files(out)) == files - {"_SUCCESS", "_manifest.json"}
-    assert {f.split("/")[0] for f in manifest_files(out)} == {"density_bucket=4", "density_bucket=5", "_rejects"}
+    assert set(manifest_files(out)) == files - UNLISTED
+    folders = {f.split("/")[0] for f in manifest_files(out)}
+    assert folders == {"density_bucket=4", "density_bucket=5", "_rejects", "_manifest"}
     (rejects,) = [n for path, n in manifest_files(out).items() if path.startswith("_rejects/")]
     assert rejects == 0  # no reject: one empty file, so queries of it work
     assert not (out / "density_bucket=0").exists()
@@ -314,7 +321,7 @@ def test_retried_bundles_and_stray_staged_files_are_not_committed(tmp_path: Path
     assert len(read_rejects(out)) == len(REJECTS)
     # the commit deletes its own staging only; a dead run's is the launcher's to delete (hold_output)
     assert [p.relative_to(out).parts[:2] for p in (out / "_staging").rglob("*.parquet")] == [("_staging", "killed-run")]
-    assert set(manifest_files(out)) == files_under(out) - {"_SUCCESS", "_manifest.json", *stray_files(out)}
+    assert set(manifest_files(out)) == files_under(out) - {*UNLISTED, *stray_files(out)}
 
 
 def stray_files(output: Path) -> set[str]:

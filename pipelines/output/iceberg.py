@@ -382,13 +382,12 @@ class _CommitTable(beam.DoFn):
         reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
         rejects_before = rejects.current_snapshot()
         rejects_snapshot = _unless_stopped(run_id, lambda: _replace_data(rejects, reject_data, {RUN_ID_KEY: run_id}))
-        final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
+        final = finish_manifest(manifest, finished=datetime.now(timezone.utc))
         final["output"] = {
             "root": target.url,
             "table": target.name,
             "rejects_table": target.rejects_name,
             "rejects_snapshot_id": rejects_snapshot,
-            "files": [],
         }
         properties = snapshot_properties(final, run_id)
         try:
@@ -503,10 +502,10 @@ def _current_data_files(metadata: Any, io: Any) -> Iterator[Any]:
 
 def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
     """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
-    ``zerda.manifest`` (not the list of input files: its size grows with the corpus; the settings' catalog
+    ``zerda.manifest`` (it holds no list of input files: ``BuildManifest`` counts them; the settings' catalog
     properties without credentials), and the counts most asked for as flat keys."""
     counts = manifest["counts"]
-    kept = {key: value for key, value in manifest.items() if key != "inputs"}
+    kept = dict(manifest)
     settings = json.loads(json.dumps(kept.get("settings", {})))
     catalog = settings.get("output", {}).get("catalog")
     if isinstance(catalog, dict):
