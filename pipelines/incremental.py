@@ -26,7 +26,7 @@ fingerprint and zerda version, else the run is a full one and says why. Then::
           previous counts) ─► its id counts file, the duplicated ids
 
 An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
-times and inode or ETag: ``pipelines.io.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
+times and inode or ETag: ``pipelines.input.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
 ``_CarryFiles`` gives, from the previous index and rejects, its documents' totals (one element a file), its
 rejects and its previous report; its index rows are carried by its partition's comparison, and its ids are in
 the previous id counts: only the ids of the sources read, before and now, are sent to be counted.
@@ -65,21 +65,13 @@ from fsspec.core import url_to_fs
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
-from pipelines.io.context import source_name
-from pipelines.io.expand import InputFile
-from pipelines.io.listing import Listed, listing_folder
-from pipelines.io.ownership import staged_as
-from pipelines.io.source import fault_kind
-from pipelines.io.write import (
-    DOCUMENTS,
-    EmptyFileIfNone,
-    StagedFile,
-    WriteDescribedChunks,
-    WriteRows,
-    absolute_url,
-    stage_table,
-)
-from pipelines.layout import (
+from pipelines.input.context import source_name
+from pipelines.input.expand import InputFile
+from pipelines.input.listing import Listed, listing_folder
+from pipelines.input.source import fault_kind
+from pipelines.names import REJECTS
+from pipelines.output.build_manifest import DUPLICATE_EXAMPLES
+from pipelines.output.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
     IDS_DIR,
@@ -90,12 +82,20 @@ from pipelines.layout import (
     REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.manifest import DUPLICATE_EXAMPLES
-from pipelines.names import REJECTS
 from pipelines.output.manifest import Manifest
-from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.output.ownership import staged_as
+from pipelines.output.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, IDS_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
+from pipelines.output.write import (
+    DOCUMENTS,
+    EmptyFileIfNone,
+    StagedFile,
+    WriteDescribedChunks,
+    WriteRows,
+    absolute_url,
+    stage_table,
+)
+from pipelines.records import FileReport, Reject, SourceRecord, content_hash
 from pipelines.redact import bounded
-from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, IDS_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
 from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
@@ -115,11 +115,6 @@ MAX_INDEX_PARTITIONS = 4096
 _BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
 _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
 _INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
-
-
-def content_hash(text: str) -> str:
-    """The hash of a document's text as chunked: equal hashes, equal text (``surrogatepass``: any str hashes)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def document_key(source: str, record: int, doc_id: str) -> str:

@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.chunking import summarise
-from pipelines.io.expand import expand_inputs
-from pipelines.io.source import read_file
-from pipelines.layout import INPUTS_DIR
+from pipelines.input.expand import expand_inputs
+from pipelines.input.source import read_file
+from pipelines.output.layout import INPUTS_DIR
 from pipelines.output.manifest import Manifest, write_files_table
+from pipelines.output.schema import INPUTS_SCHEMA
 from pipelines.records import SourceRecord
-from pipelines.schema import INPUTS_SCHEMA
 from pipelines.settings import InputSettings
 
 

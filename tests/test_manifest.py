@@ -15,7 +15,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 from apache_beam.testing.util import BeamAssertException, assert_that
 
 from pipelines.errors import AccountingError, ManifestError, NewerManifestError
-from pipelines.manifest import (
+from pipelines.output.build_manifest import (
     BuildManifest,
     build_manifest,
     check_accounting,
@@ -23,8 +23,8 @@ from pipelines.manifest import (
     input_rows,
 )
 from pipelines.output.manifest import MANIFEST_FORMAT, Manifest
+from pipelines.output.schema import FILES_SCHEMA, INPUTS_SCHEMA
 from pipelines.records import REJECT_REASONS, FileReport, Reject
-from pipelines.schema import FILES_SCHEMA, INPUTS_SCHEMA
 from tests.output_checks import summaries_of
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipelines.layout import FILES_TABLE, PARTITION_COLUMN
+from pipelines.cli.rechunk import run
+from pipelines.output.layout import FILES_TABLE, PARTITION_COLUMN
 from pipelines.output.manifest import Manifest
-from pipelines.rechunk import run
 from pipelines.report import load_report
 from pipelines.report import main as report_main
 from tests.common import DATA, MULTI_PROCESS, REPO
