@@ -14,7 +14,7 @@ With ``--incremental``, :func:`read_previous` (at launch, before anything is wri
 previous output's ``_SUCCESS``, manifest and index whether its rows can be reused: the same settings
 fingerprint and zerda version, else the run is a full one and says why. Then::
 
-    records ─► Classify (the previous index slice of each source met) ─┬─► unchanged: rows stay; summaries
+    records ─► Classify (the previous index slice of each source met) ─┬─► unchanged: rows stay; totals
                                                                        └─► new or changed: ChunkDocuments ─►
                                           WriteChunks ─► files, and an index row per document naming its file
     partitions, unread sources ┐
@@ -59,6 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.transforms.window import GlobalWindows
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
@@ -70,7 +71,7 @@ from pipelines.input.expand import InputFile
 from pipelines.input.listing import Listed, listing_folder
 from pipelines.input.source import fault_kind
 from pipelines.names import REJECTS
-from pipelines.output.build_manifest import DUPLICATE_EXAMPLES
+from pipelines.output.build_manifest import DUPLICATE_EXAMPLES, add_buckets
 from pipelines.output.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
@@ -100,7 +101,7 @@ from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
 
-_TO_CHUNK, _HASH, _CARRIED_SUMMARY, _TOTALS = "to_chunk", "hash", "carried_summary", "totals"
+_TO_CHUNK, _HASH, _TOTALS = "to_chunk", "hash", "totals"
 _CHANGES, _FACTS, _INDEX, _DROPPED, _IDS, _DUPLICATES = "changes", "facts", "index", "dropped", "ids", "duplicates"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
 _COUNTED_COLUMNS = ("chunk_count", *_SUMMARY_COLUMNS)  # summed by bucket: an unread file's manifest totals
@@ -436,7 +437,8 @@ def _index_failure(path: str, error: BaseException) -> Exception:
 
 
 class _Classify(beam.DoFn):
-    """Each SourceRecord -> unchanged (its rows stay where they are; its summary from the index) or to be chunked.
+    """Each SourceRecord -> unchanged (its rows stay where they are) or to be chunked; the manifest's totals of
+    the unchanged ones, from the index, one element a bundle (``(documents, bucket totals)``), not one a document.
 
     A worker holds the previous index rows of the last few sources it met (records come file by file), read
     by source from the index (:func:`read_index`): its memory follows the largest file, not the corpus.
@@ -450,6 +452,14 @@ class _Classify(beam.DoFn):
 
     def setup(self) -> None:
         self._slices: OrderedDict[str, dict[str, tuple[Any, ...]]] = OrderedDict()
+
+    def start_bundle(self) -> None:
+        self._kept = 0  # unchanged documents in this bundle, and their totals by bucket
+        self._buckets: dict[int, list[int]] = {}
+
+    def finish_bundle(self) -> Iterator[TaggedOutput]:
+        if self._kept:
+            yield TaggedOutput(_TOTALS, GlobalWindows.windowed_value_at_end_of_window((self._kept, self._buckets)))
 
     def _known(self, source: str) -> dict[str, tuple[Any, ...]]:
         known = self._slices.get(source)
@@ -472,8 +482,9 @@ class _Classify(beam.DoFn):
         known = self._known(record.source).get(key)
         partition = partition_of(record.source, self._partitions)
         if known is not None and known[0] == digest:
-            _, bucket, chunks, chars, text_chars, overlap = known
-            yield TaggedOutput(_CARRIED_SUMMARY, (record.doc_id, {bucket: [chunks, chars, text_chars, overlap]}))
+            _, bucket, *numbers = known
+            self._kept += 1
+            add_buckets(self._buckets, {bucket: numbers})
             yield TaggedOutput(
                 _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
             )
@@ -879,8 +890,8 @@ class IncrementalChunks(NamedTuple):
     chunk_files: beam.PCollection  # StagedFiles: of the chunked documents, the rewritten and the kept previous files
     rejects: beam.PCollection  # of the chunked documents and of the files not read
     reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
-    summaries: beam.PCollection  # of every document read (chunked or kept)
-    totals: beam.PCollection | None  # (documents, bucket totals) of each file not read
+    summaries: beam.PCollection  # of every document chunked
+    totals: beam.PCollection  # (documents, bucket totals): of a bundle's unchanged documents, of each file not read
     duplicates: beam.PCollection  # (duplicated ids, examples) of each id partition that has some
     index_files: beam.PCollection  # StagedFiles of the index: one a partition that holds documents
     id_files: beam.PCollection  # StagedFiles of the id counts: one an id partition that holds documents
@@ -919,14 +930,14 @@ class ChunkIncrementally(beam.PTransform):
         partitions = self._partitions
         previous = replace(self._previous, inputs={}, chunk_files=())  # what the workers need of it: no file list
         split = records | "Classify" >> beam.ParDo(_Classify(previous, partitions)).with_outputs(
-            _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
+            _TOTALS, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
         describe = functools.partial(_index_row, fingerprint=self._fingerprint, partitions=partitions)
         written = chunked.chunks | "WriteChunks" >> WriteDescribedChunks(
             output, self._run_id, compression, max_rows, describe
         )
-        rejects, reports, totals = chunked.rejects, None, None
+        rejects, reports, totals = chunked.rejects, None, split[_TOTALS]
         if self._unchanged:  # files not read: their totals and rejects join those of the records read
             batches = _batches(self._unchanged, max_rows)
             files = (
@@ -935,7 +946,7 @@ class ChunkIncrementally(beam.PTransform):
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles" >> beam.ParDo(_CarryFiles(previous)).with_outputs(_TOTALS, REJECTS, main="reports")
             )
-            totals = files[_TOTALS]
+            totals = (totals, files[_TOTALS]) | "AllTotals" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
             reports = files.reports
         unread = [(partition_of(report.source, partitions), report.source) for report in self._unchanged]
@@ -970,12 +981,11 @@ class ChunkIncrementally(beam.PTransform):
             | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)
             | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
         )
-        summaries = (chunked.summaries, split[_CARRIED_SUMMARY]) | "AllSummaries" >> beam.Flatten()
         return IncrementalChunks(
             chunk_files,
             rejects,
             reports,
-            summaries,
+            chunked.summaries,
             totals,
             counted[_DUPLICATES],
             compared.index,

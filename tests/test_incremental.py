@@ -929,7 +929,8 @@ def test_a_many_document_unchanged_file_gives_its_counts_in_one_element(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unread file's documents reach the manifest as one sum from its index slice, not one summary a
-    document, and the counts are a full run's (documents, chunks and characters by bucket)."""
+    document (nor do the unchanged documents of a file read), and the counts are a full run's (documents,
+    chunks and characters by bucket)."""
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     corpus.mkdir()
     many = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(400)]
@@ -939,8 +940,11 @@ def test_a_many_document_unchanged_file_gives_its_counts_in_one_element(
     run(_argv(corpus, output))
     _write_jsonl(corpus / "small.jsonl", [("s1", _doc(1)), ("s3", _doc(3))])
     carried = _spy_outputs(monkeypatch, pipelines.incremental._CarryFiles)
+    classified = _spy_outputs(monkeypatch, pipelines.incremental._Classify)
     manifest = run(_argv(corpus, output, "--incremental"))
     assert sum(len(outputs) for _, outputs in carried) == 2  # its report and its totals
+    kept = [out for _, outputs in classified for out in outputs if getattr(out, "tag", None) != "hash"]
+    assert [record.doc_id for record in kept] == ["s3"]  # s1 kept: a hash for the comparison, no summary of its own
     full = run(_argv(corpus, fresh))
     assert manifest["changes"]["files_unchanged"] == 1
     assert manifest["counts"] == full["counts"]

@@ -214,10 +214,8 @@ def build_pipeline(
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
     reports = read.files if chunked.reports is None else (read.files, chunked.reports) | "AllReports" >> beam.Flatten()
-    counted = {"summaries": chunked.summaries, "rejects": rejects, "reports": reports, "duplicates": chunked.duplicates}
-    if chunked.totals is not None:
-        counted["totals"] = chunked.totals
-    manifest = counted | "Manifest" >> BuildManifest(
+    counted = {"summaries": chunked.summaries, "totals": chunked.totals, "duplicates": chunked.duplicates}
+    manifest = {**counted, "rejects": rejects, "reports": reports} | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
     manifest = incremental.annotate(manifest, chunked.facts)

@@ -207,7 +207,7 @@ class BuildManifest(beam.PTransform):
         return build_manifest(**self._static, counts=counts)
 
 
-def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
+def add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
     """Add ``{bucket: [chunks, characters, text characters, overlap characters]}`` into ``totals``."""
     for bucket, numbers in more.items():
         total = totals.setdefault(bucket, [0] * len(numbers))
@@ -236,7 +236,7 @@ class _ManifestCounts(beam.CombineFn):
         if kind == "documents":
             documents, buckets = value
             acc["documents"] += documents
-            _add_buckets(acc["buckets"], buckets)
+            add_buckets(acc["buckets"], buckets)
         elif kind == "reject":
             reason, count = value
             acc["rejects"][reason] = acc["rejects"].get(reason, 0) + count
@@ -257,7 +257,7 @@ class _ManifestCounts(beam.CombineFn):
             for reason, n in acc["rejects"].items():
                 merged["rejects"][reason] = merged["rejects"].get(reason, 0) + n
             merged["reject_rows"] += acc["reject_rows"]
-            _add_buckets(merged["buckets"], acc["buckets"])
+            add_buckets(merged["buckets"], acc["buckets"])
             merged["duplicates"] += acc["duplicates"]
             merged["examples"] = sorted([*merged["examples"], *acc["examples"]])[:DUPLICATE_EXAMPLES]
             merged["files"] += acc["files"]
