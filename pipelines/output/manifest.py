@@ -181,9 +181,10 @@ class Manifest(Mapping[str, Any]):
         path = entry["path"]
         if self._fs is None:
             raise ManifestError(self._where, f"its table {path} is read only with its output")
+        full = posixpath.join(self._root, path)
+        self._fs.invalidate_cache(posixpath.dirname(full))  # a listing cached before a commit rewrote the tables
         try:  # any other OSError is the storage's, for the caller to word
-            with self._fs.open(posixpath.join(self._root, path), "rb") as f:
-                data = f.read()
+            data = self._fs.cat_file(full)
         except FileNotFoundError as err:
             raise ManifestError(self._where, f"its table {path} is gone") from err
         if len(data) != entry["bytes"]:
