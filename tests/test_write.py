@@ -23,9 +23,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines.errors import CommitError
 from pipelines.output import write as write_module
 from pipelines.output.build_manifest import BuildManifest, check_accounting
-from pipelines.output.layout import PARTITION_COLUMN, density_bucket, n_buckets
+from pipelines.output.layout import INPUTS_DIR, PARTITION_COLUMN, density_bucket, n_buckets
 from pipelines.output.ownership import STAGED_KEY
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
@@ -403,3 +404,18 @@ def test_the_commit_checks_the_footers_of_kept_files_in_parallel(
     to_move, moved = write_module._pending_moves(fs, str(root), plan)
     assert to_move == [] and moved == {f"{root}/{final}" for _, final in plan}
     assert most[0] > 1, "the footers were read one after another"
+
+
+def test_the_commit_refuses_an_inputs_table_that_is_not_one_row_per_file_read(tmp_path: Path) -> None:
+    """The table of the files read is checked like the data: its staged rows are the files the manifest counts
+    read, or nothing in OUTPUT changes."""
+    out = tmp_path / "out"
+    run_write(str(out), corpus(3))
+    before = files_under(out)
+    manifest = read_manifest(out)
+    no_rows = {"chunks_by_bucket": {}, "rejects": {}, "reject_rows": 0, "records_read": 0, "documents_chunked": 0}
+    manifest["counts"].update(no_rows, files_read=2)  # no data staged; one input row staged for two files
+    staged = StagedFile(INPUTS_DIR, f"_staging/{new_run_id()}/{INPUTS_DIR}/part-{uuid.uuid4().hex}.pq", 1)
+    with pytest.raises(CommitError, match=r"_manifest/inputs: 1 rows, manifest 2 files read"):
+        list(write_module._Commit(str(out)).process(None, [], [], manifest, [staged]))
+    assert files_under(out) == before
