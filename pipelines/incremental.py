@@ -18,7 +18,7 @@ fingerprint and zerda version, else the run is a full one and says why. Then::
                                                                        └─► new or changed: ChunkDocuments ─►
                                           WriteChunks ─► files, and an index row per document naming its file
     partitions, unread sources ┐
-    hashes, new index rows ────┴─► CoGroupByKey per partition ─► ComparePartition (reads that partition of the
+    hashes in batches, rows ───┴─► CoGroupByKey per partition ─► ComparePartition (reads that partition of the
           previous index) ─► its index file, change rows and counts, (chunk file, key) of each row leaving its file
     leaving rows ─► GroupByKey per chunk file ─► CarryRows: that file without them, under its own name
     previous chunk files ─► KeepUntouched: the others, kept where they are, unread
@@ -116,6 +116,7 @@ MAX_INDEX_PARTITIONS = 4096
 _BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
 _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
 _INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
+_HASH_BATCH = 4096  # documents' hashes per element sent to a partition's comparison
 
 
 def document_key(source: str, record: int, doc_id: str) -> str:
@@ -456,10 +457,22 @@ class _Classify(beam.DoFn):
     def start_bundle(self) -> None:
         self._kept = 0  # unchanged documents in this bundle, and their totals by bucket
         self._buckets: dict[int, list[int]] = {}
+        self._hashes: dict[int, list[tuple[str, tuple[int, str, str]]]] = defaultdict(list)  # by index partition
 
     def finish_bundle(self) -> Iterator[TaggedOutput]:
         if self._kept:
             yield TaggedOutput(_TOTALS, GlobalWindows.windowed_value_at_end_of_window((self._kept, self._buckets)))
+        for partition, batch in self._hashes.items():
+            yield TaggedOutput(_HASH, GlobalWindows.windowed_value_at_end_of_window((partition, batch)))
+
+    def _hash(self, record: SourceRecord, kind: str, digest: str) -> Iterator[TaggedOutput]:
+        """Note a document's hash for its partition's comparison; a partition's batch goes when it is full: one
+        element a batch of documents, not one a document (the runner holds the shuffle's elements)."""
+        partition = partition_of(record.source, self._partitions)
+        batch = self._hashes[partition]
+        batch.append((id_key(record.source, record.doc_id), (record.record, kind, digest)))
+        if len(batch) >= _HASH_BATCH:
+            yield TaggedOutput(_HASH, (partition, self._hashes.pop(partition)))
 
     def _known(self, source: str) -> dict[str, tuple[Any, ...]]:
         known = self._slices.get(source)
@@ -480,18 +493,13 @@ class _Classify(beam.DoFn):
         key = document_key(record.source, record.record, record.doc_id)
         digest = content_hash(record.text)
         known = self._known(record.source).get(key)
-        partition = partition_of(record.source, self._partitions)
         if known is not None and known[0] == digest:
             _, bucket, *numbers = known
             self._kept += 1
             add_buckets(self._buckets, {bucket: numbers})
-            yield TaggedOutput(
-                _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
-            )
+            yield from self._hash(record, "kept", digest)
             return
-        yield TaggedOutput(
-            _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "chunked", digest)))
-        )
+        yield from self._hash(record, "chunked", digest)
         yield record
 
 
@@ -695,9 +703,11 @@ class _ComparePartition(_PartitionTask):
         for row in before.filter(pc.invert(unread)).to_pylist():
             groups[id_key(row["source"], row["doc_id"])]["previous"].append(row)
             read_before[row["doc_id"]] += 1
-        for name in ("hash", "rows"):
-            for key, value in grouped[name]:
-                groups[key][name].append(value)
+        for batch in grouped["hash"]:
+            for key, value in batch:
+                groups[key]["hash"].append(value)
+        for key, value in grouped["rows"]:
+            groups[key]["rows"].append(value)
         rows = []
         for key in sorted(groups):
             for out in _compare((key, groups.pop(key)), self._previous.carry):
