@@ -33,7 +33,7 @@ from pipelines.output.iceberg import (
     RUN_ID_KEY,
     _replace_data,
     open_table,
-    uncommitted_runs,
+    orphan_files,
     undo_snapshot,
 )
 from pipelines.rechunk import main, run
@@ -221,13 +221,20 @@ def test_a_second_run_is_a_second_snapshot_and_the_first_stays_readable_by_id_an
     assert len(rejects.snapshots()) == 2
     assert rejects.scan().to_arrow().num_rows == second["counts"]["reject_rows"]
 
-    # expired (docs/iceberg.md), the first run's folder is one no snapshot names: listed for deletion
+    # expired (docs/iceberg.md), the first run's files are named by no snapshot: orphans, listed for deletion
+    target = open_table(TABLE, {"warehouse": str(warehouse)})
+    assert orphan_files(target, older_than_hours=0) == []
+    first_files = {task.file.file_path for task in table.scan(snapshot_id=one.snapshot_id).plan_files()}
     table.maintenance.expire_snapshots().older_than(
         datetime.fromtimestamp(two.timestamp_ms / 1000, timezone.utc)
     ).commit()
     assert [s.snapshot_id for s in load_table(warehouse).snapshots()] == [two.snapshot_id]
-    leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
-    assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == [one.summary[RUN_ID_KEY]]
+    orphans = orphan_files(target, older_than_hours=0)
+    assert {o.run_id for o in orphans} == {one.summary[RUN_ID_KEY]}
+    assert first_files == {o.url for o in orphans if "/chunks/data/" in o.url}
+    assert any("/chunks__zerda/" in o.url for o in orphans), "its index and changes with it"
+    assert not any("/chunks__rejects/" in o.url for o in orphans), "the rejects table's snapshots are not expired"
+    assert orphan_files(target) == [], "younger than the default age: maybe a run's that is writing now"
     assert table.scan().to_arrow().num_rows == second["counts"]["chunks"]
 
 
@@ -327,7 +334,7 @@ def test_concurrent_runs_end_as_whole_snapshots_or_exit_2_naming_the_conflict(tm
     rows = table.scan().to_arrow()
     assert rows.num_rows == first["counts"]["chunks"] and len(set(rows["chunk_id"].to_pylist())) == rows.num_rows
     committed = {s.summary[RUN_ID_KEY] for s in table.snapshots()}
-    assert uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)})) == [], "the losers' files deleted"
+    assert orphan_files(open_table(TABLE, {"warehouse": str(warehouse)}), 0) == [], "the losers' files deleted"
     assert len(committed) == len(table.snapshots())
 
 
@@ -432,9 +439,10 @@ def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) 
     named = {task.file.file_path.removeprefix("file://") for task in after.scan().plan_files()}
     orphans = [p for p in data.rglob("*.parquet") if first_run not in p.parts]
     assert orphans and not named & {str(p) for p in orphans}, "the killed run's files: in its folder, in no snapshot"
-    killed = {p.relative_to(data).parts[0] for p in orphans}
-    leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
-    assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == sorted(killed)
+    (killed,) = {p.relative_to(data).parts[0] for p in orphans}
+    listed = orphan_files(open_table(TABLE, {"warehouse": str(warehouse)}), older_than_hours=0)
+    assert {o.run_id for o in listed} == {killed}
+    assert {str(p) for p in orphans} <= {o.url.removeprefix("file://") for o in listed}
 
 
 @pytest.mark.parametrize(
@@ -505,16 +513,6 @@ def test_worker_processes_write_the_table_as_one_process_does(
     rows = as_directory_rows(load_table(warehouse).scan().to_arrow())
     assert rows.num_rows == manifest["counts"]["chunks"]
     assert sorted_rows(rows) == sorted_rows(as_directory_rows(load_table(sqlite_warehouse).scan().to_arrow()))
-
-
-def test_incremental_into_a_table_is_refused_before_anything_is_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    warehouse = tmp_path / "warehouse"
-    config = write_config(tmp_path / "a.yaml", warehouse)
-    assert main(["--output", f"iceberg://{TABLE}", "--config", str(config), "--incremental"]) == 2
-    assert "--incremental into an Iceberg table is not supported" in capsys.readouterr().err
-    assert not warehouse.exists()
 
 
 def test_a_run_that_chunks_nothing_names_the_rejects_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

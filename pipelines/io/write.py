@@ -484,18 +484,30 @@ def stage_table(
 ) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
     fs, path, relative = staging_path(output, run_id, directory, suffix)
-    with fs.open(path, "wb") as f:
-        dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
-        marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
-        pq.write_table(
-            marked,
-            f,
-            row_group_size=row_group_size,
-            compression=compression,
-            use_dictionary=dictionary,
-            write_page_checksum=True,
-        )
+    write_parquet(fs, path, relative, table, compression, row_group_size)
     return StagedFile(directory, relative, table.num_rows)
+
+
+def write_parquet(
+    fs: AbstractFileSystem,
+    path: str,
+    relative: str,
+    table: pa.Table,
+    compression: str,
+    row_group_size: int | None = None,
+) -> tuple[Any, int]:
+    """Write ``table`` as one Parquet file at ``path`` as the row writer writes its files (its footer naming
+    ``relative``, a CRC per page); the file's footer (``pyarrow.parquet.FileMetaData``) and its size."""
+    dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
+    marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
+    with fs.open(path, "wb") as f:
+        writer = pq.ParquetWriter(
+            f, marked.schema, compression=compression, use_dictionary=dictionary, write_page_checksum=True
+        )
+        writer.write_table(marked, row_group_size=row_group_size)
+        writer.close()
+        size = f.tell()
+    return writer.writer.metadata, size
 
 
 class EmptyFileIfNone(beam.PTransform):
@@ -776,17 +788,14 @@ def _publish(
     return final_manifest
 
 
-class CommitOutput(beam.PTransform):
-    """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> the final manifest.
+class CommitOnce(beam.PTransform):
+    """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> what the DoFn ``commit`` yields:
+    it runs once, after every staged write and the manifest are complete (they are its side inputs: the chunk
+    files, the reject files, the manifest, and the files of any other key, such as ``_index`` and ``_changes``)."""
 
-    Runs once, after every staged write and the manifest are complete (they are its side inputs). Any
-    other key is a StagedFile PCollection too (the ``_index`` and ``_changes`` files), committed alike.
-    """
-
-    def __init__(self, output: str, run_id: str | None = None) -> None:
+    def __init__(self, commit: beam.DoFn) -> None:
         super().__init__()
-        self._output = absolute_url(output)
-        self._run_id = run_id
+        self._commit = commit
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         pipeline = pcolls["manifest"].pipeline
@@ -797,10 +806,18 @@ class CommitOutput(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Commit"
             >> beam.ParDo(
-                _Commit(self._output, self._run_id),
+                self._commit,
                 beam.pvalue.AsList(pcolls["chunks"]),
                 beam.pvalue.AsList(pcolls["rejects"]),
                 beam.pvalue.AsSingleton(pcolls["manifest"]),
                 beam.pvalue.AsList(other_files),
             )
         )
+
+
+class CommitOutput(CommitOnce):
+    """:class:`CommitOnce` into a directory (:class:`_Commit`) -> the final manifest; the ``_index`` and
+    ``_changes`` files are committed as the chunks are."""
+
+    def __init__(self, output: str, run_id: str | None = None) -> None:
+        super().__init__(_Commit(absolute_url(output), run_id))
