@@ -7,18 +7,23 @@
    schema is not zerda's is an ``OutputError`` (exit code 2) before any data file is written.
 2. Write: workers write the Parquet data files straight into each table's location,
    ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``), and keep
-   each file's footer and size (:class:`WrittenDataFile`).
+   each file's footer and size (:class:`WrittenDataFile`); the run's index and change files are staged in the
+   side folder beside the chunk table's location (:attr:`TableTarget.side_location`), as an incremental run
+   into a directory stages them (``pipelines.output.iceberg_incremental``).
 3. Commit (:class:`_CommitTable`, once, after every write): the accounting and the written rows are checked
-   against the manifest's counts, and one listing of the run's folders finds every file at its size; then the
-   rejects table, then the chunk table, get one snapshot each that replaces their data files with this run's
-   (an ``overwrite``; the first run's is an ``append``). No byte of data is copied or read again: the snapshot
-   names the files where the workers wrote them, with the statistics of their footers. The chunk table's snapshot
-   carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
+   against the manifest's counts, the table's current snapshot against the one read at launch, and one listing
+   of the run's folders finds every file at its size; the index and change files are moved into the run's side
+   folder with its whole manifest; then the rejects table, then the chunk table, get one snapshot each that
+   replaces their data files with this run's, but the files an incremental run keeps (an ``overwrite``; the
+   first run's is an ``append``). No byte of chunk data is copied or read again: the snapshot names the files
+   where the workers wrote them, with the statistics of their footers. The chunk table's snapshot carries the
+   run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
    ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run).
 
-A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and its
-data folder is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other
-fails with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted.
+A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and what it
+wrote is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other fails
+with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted. A killed
+run's files, and those only expired snapshots named, are orphans (:func:`orphan_files`).
 """
 
 from __future__ import annotations
