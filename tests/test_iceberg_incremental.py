@@ -18,6 +18,7 @@ from pyiceberg.table import Table
 from pipelines.errors import TableConflict
 from pipelines.output.iceberg import RUN_ID_KEY, SIDE_SUFFIX, TABLE_CHUNK_SCHEMA, _check_base
 from pipelines.rechunk import main, run
+from tests.common import MULTI_PROCESS
 from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
 from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _write_jsonl
 
@@ -89,11 +90,12 @@ def _rows(warehouse: Path, table: str = TABLE) -> list[dict[str, Any]]:
     )
 
 
+@pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in memory", "2 processes"])
 def test_an_incremental_run_is_one_snapshot_that_touches_only_the_files_of_changed_documents(
-    edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
+    workers: list[str], edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     corpus, warehouse, config, first = edited
-    second = run(_argv(corpus, config, "--incremental"))
+    second = run(_argv(corpus, config, "--incremental", *workers))
     table = load_table(warehouse)
     one, two = first["output"]["snapshot_id"], second["output"]["snapshot_id"]
     assert [s.snapshot_id for s in table.snapshots()] == [one, two], "one snapshot"
