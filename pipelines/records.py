@@ -123,7 +123,7 @@ def nothing_visible(text: str) -> str | None:
 @dataclass(frozen=True)
 class FileReport:
     """What reading one input file gave: for the manifest's ``inputs``; ``stamp`` is the listing's
-    (``pipelines.io.expand.file_stamp``, empty when it gave none)."""
+    (``pipelines.input.expand.file_stamp``, empty when it gave none)."""
 
     source: str
     bytes_read: int

@@ -1,7 +1,7 @@
 """Issue 9, bad input and secrets: hostile corpora give rejects with their reasons, never a crashed,
 hung or doubled job, and credentials never reach what zerda prints, logs or stores.
 
-Each class is tried with several shapes; runs go through the CLI (``pipelines.rechunk.main``), in
+Each class is tried with several shapes; runs go through the CLI (``pipelines.cli.rechunk.main``), in
 ``multi_processing`` where Beam's encoding between processes matters. Memory is measured in a
 subprocess (peak RSS), regex cost with a subprocess given a generous timeout.
 """
@@ -26,8 +26,8 @@ import pytest
 import zstandard
 
 from pipelines.errors import InputError
-from pipelines.io.expand import InputFile, expand_inputs
-from pipelines.io.source import read_file
+from pipelines.input.expand import InputFile, expand_inputs
+from pipelines.input.source import read_file
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import ELLIPSIS, MESSAGE_CHARS, redact_url
 from pipelines.settings import InputSettings
@@ -279,7 +279,7 @@ def test_non_regular_files_are_unreadable_file_rejects_and_never_hang(pattern: s
     expected = special_corpus(tmp_path)
     output = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", "--input", str(tmp_path / pattern), "--output", str(output)],
+        [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(tmp_path / pattern), "--output", str(output)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -503,8 +503,8 @@ else:
 _READ = """
 import resource, sys
 from collections import Counter
-from pipelines.io.expand import InputFile
-from pipelines.io.source import read_file
+from pipelines.input.expand import InputFile
+from pipelines.input.source import read_file
 from pipelines.settings import InputSettings
 baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 found = read_file(InputFile(sys.argv[1], "a.parquet"), InputSettings(max_document_chars=1_000_000))
@@ -613,7 +613,7 @@ def test_storage_credentials_stay_out_of_verbose_logs_of_launcher_and_workers(
     argv = ["--input", f"s3://{s3_corpus}/corpus/*.jsonl", "--output", output, "--verbose"]
     argv += MULTI_PROCESS if mode == "multi_processing" else []
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stderr[-3000:]
     logged = run.stdout + run.stderr
@@ -635,7 +635,7 @@ def test_url_credentials_echoed_as_a_bucket_name_are_redacted(where: str, s3_cor
     argv = ["--input", f"{secret_url}/corpus/*.jsonl" if where == "input" else good_in]
     argv += ["--output", f"{secret_url}/out" if where == "output" else good_out, "--verbose"]
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     if where == "input":  # an input that cannot be listed is a usage error: exit 2, one line
         assert run.returncode == 2 and "cannot be listed: ParamValidationError" in run.stderr, run.stderr[-2000:]

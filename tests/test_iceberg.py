@@ -26,6 +26,7 @@ import sqlalchemy
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
+from pipelines.cli.rechunk import main, run
 from pipelines.errors import CommitError
 from pipelines.output.iceberg import (
     MANIFEST_KEY,
@@ -37,7 +38,6 @@ from pipelines.output.iceberg import (
     orphan_files,
     undo_snapshot,
 )
-from pipelines.rechunk import main, run
 from pipelines.report import load_report
 from pipelines.report import main as report_main
 from pipelines.report.table import load_table_report

@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import Table
 
+from pipelines.cli.rechunk import main, run
 from pipelines.errors import TableConflict
 from pipelines.output.iceberg import RUN_ID_KEY, SIDE_SUFFIX, TABLE_CHUNK_SCHEMA, _check_base
-from pipelines.rechunk import main, run
 from tests.common import MULTI_PROCESS
 from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
 from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _write_jsonl

@@ -25,10 +25,10 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import pipelines.incremental
-import pipelines.io.read
+import pipelines.input.read
+from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental import read_previous
-from pipelines.rechunk import main, run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_manifest
@@ -350,13 +350,13 @@ def _age(*paths: Path) -> None:
 def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The relative paths of the files the reader opens from now on (in-memory runner: this process)."""
     opened: list[str] = []
-    real = pipelines.io.read.read_part
+    real = pipelines.input.read.read_part
 
     def spy(part: Any, settings: Any) -> Any:
         opened.append(part.file.relative_path)
         return real(part, settings)
 
-    monkeypatch.setattr(pipelines.io.read, "read_part", spy)
+    monkeypatch.setattr(pipelines.input.read, "read_part", spy)
     return opened
 
 

@@ -27,11 +27,11 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.errors import InputError, StorageError
-from pipelines.io import expand, formats, source
-from pipelines.io.expand import InputFile, expand_inputs, sample_corpus_glob
-from pipelines.io.formats import split_suffixes
-from pipelines.io.read import ReadCorpus
-from pipelines.io.source import read_file
+from pipelines.input import expand, formats, source
+from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
+from pipelines.input.formats import split_suffixes
+from pipelines.input.read import ReadCorpus
+from pipelines.input.source import read_file
 from pipelines.records import EXCERPT_CHARS, FileReport, Reject, SourceRecord
 from pipelines.redact import redact_url
 from pipelines.settings import CORPUS_FORMATS, InputSettings, Settings
@@ -132,7 +132,7 @@ def test_hidden_and_underscore_names_below_the_root_are_skipped_and_said(
 ) -> None:
     for name in ["keep.md", ".DS_Store", "_SUCCESS", "_rejects/part-0.parquet", ".cache/x.md", "sub/_manifest.json"]:
         write(tmp_path / name, "x")
-    with caplog.at_level(logging.INFO, logger="pipelines.io.expand"):  # a --quiet run before may have raised it
+    with caplog.at_level(logging.INFO, logger="pipelines.input.expand"):  # a --quiet run before may have raised it
         assert [f.relative_path for f in expand_inputs([str(tmp_path)])] == ["keep.md"]
     said = "skipped 5 file(s) named with a leading '.' or '_' below an input root: .DS_Store, .cache/x.md, _SUCCESS"
     assert said in caplog.text

@@ -44,8 +44,20 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
-from pipelines.io.lease import best_effort
-from pipelines.io.write import (
+from pipelines.output.build_manifest import check_accounting, finish_manifest
+from pipelines.output.layout import (
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    ORPHAN_HOURS,
+    PARTITION_COLUMN,
+    REJECTS_DIR,
+    STAGING_DIR,
+    TABLE_SCHEME,
+)
+from pipelines.output.lease import best_effort
+from pipelines.output.manifest import Manifest
+from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+from pipelines.output.write import (
     DOCUMENTS,
     CommitOnce,
     Describe,
@@ -62,19 +74,7 @@ from pipelines.io.write import (
     _WriteParquet,
     write_parquet,
 )
-from pipelines.layout import (
-    CHUNK_SUFFIX,
-    MANIFEST_FILE,
-    ORPHAN_HOURS,
-    PARTITION_COLUMN,
-    REJECTS_DIR,
-    STAGING_DIR,
-    TABLE_SCHEME,
-)
-from pipelines.manifest import check_accounting, finish_manifest
-from pipelines.output.manifest import Manifest
 from pipelines.redact import redact_url
-from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -370,7 +370,7 @@ def write_data_file(location: str, path: str, table: pa.Table, compression: str)
 
 
 class CommitTable(CommitOnce):
-    """:class:`~pipelines.io.write.CommitOnce` into the tables (:class:`_CommitTable`) -> the committed
+    """:class:`~pipelines.output.write.CommitOnce` into the tables (:class:`_CommitTable`) -> the committed
     manifest; the run's index and change files go to its side folder."""
 
     def __init__(self, target: TableTarget, run_id: str) -> None:

@@ -35,9 +35,7 @@ from pipelines.incremental import (
     judge_previous,
     rows_staying,
 )
-from pipelines.io.listing import Listed
-from pipelines.io.write import Describe, StagedFile
-from pipelines.layout import MANIFEST_FILE
+from pipelines.input.listing import Listed
 from pipelines.output.iceberg import (
     DATA_DIR,
     REJECTS_SNAPSHOT_KEY,
@@ -47,7 +45,9 @@ from pipelines.output.iceberg import (
     WriteDescribedTableChunks,
     write_data_file,
 )
+from pipelines.output.layout import MANIFEST_FILE
 from pipelines.output.manifest import Manifest
+from pipelines.output.write import Describe, StagedFile
 
 _NO_INDEX = "; without its index every chunk is listed as added"
 

@@ -15,7 +15,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from pipelines.errors import OutputError, SettingsError, UsageError
-from pipelines.layout import TABLE_SCHEME
+from pipelines.output.layout import TABLE_SCHEME
 from pipelines.output.manifest import Manifest
 from pipelines.report.model import Report
 from pipelines.report.scan import build_report, reading_output

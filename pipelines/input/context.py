@@ -11,7 +11,7 @@ import contextlib
 import io
 from dataclasses import dataclass
 
-from pipelines.io.expand import InputFile
+from pipelines.input.expand import InputFile
 from pipelines.records import (
     Reject,
     SourceRecord,
