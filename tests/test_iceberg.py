@@ -646,6 +646,9 @@ def test_a_password_in_the_configs_catalog_uri_is_in_no_log_and_no_snapshot(
     snapshot = table.current_snapshot()
     assert snapshot is not None and snapshot.summary is not None
     assert postgres_server.password not in json.dumps(snapshot.summary.additional_properties)
+    side = Path(table.location().removeprefix("file://") + SIDE_SUFFIX)
+    (manifest_file,) = side.glob("*/_manifest.json")
+    assert postgres_server.password not in manifest_file.read_text(encoding="utf-8"), "nor in the side folder"
     assert json.loads(snapshot.summary[MANIFEST_KEY])["counts"] == manifest["counts"]
 
 

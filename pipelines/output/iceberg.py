@@ -85,9 +85,8 @@ log = logging.getLogger("zerda")
 SCHEME = TABLE_SCHEME
 REJECTS_TABLE_SUFFIX = "__rejects"
 DATA_DIR = "data"  # in a table's location: data/<run_id>/...
-SIDE_SUFFIX = (
-    "__zerda"  # beside the chunk table's location: <location>__zerda/<run_id>/_index, _changes, _manifest.json
-)
+# beside the chunk table's location: <location>__zerda/<run_id>/_index, _changes, _manifest.json
+SIDE_SUFFIX = "__zerda"
 REJECT_FILES_DIR = "rejects"
 DEFAULT_CATALOG_NAME = "zerda"
 DEFAULT_WAREHOUSE = "out/warehouse"
@@ -421,7 +420,7 @@ class _CommitTable(beam.DoFn):
         new_files = [f for f in chunk_files if not f.kept]
         chunk_data = _data_files(chunks, target.chunks_location, run_id, new_files)
         reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
-        final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
+        final = without_credentials(finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc)))
         final["output"] |= {"root": target.url, "table": target.name, "rejects_table": target.rejects_name}
         _unless_stopped(run_id, lambda: publish_side_files(target, run_id, side_files, final))
         rejects_before = rejects.current_snapshot()
@@ -582,17 +581,22 @@ def _current_data_files(metadata: Any, io: Any) -> Iterator[Any]:
                 yield entry.data_file
 
 
-def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
-    """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
-    ``zerda.manifest`` (not the list of input files: its size grows with the corpus; the settings' catalog
-    properties without credentials), and the counts most asked for as flat keys."""
-    counts = manifest["counts"]
-    kept = {key: value for key, value in manifest.items() if key != "inputs"}
-    settings = json.loads(json.dumps(kept.get("settings", {})))
+def without_credentials(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest with its settings' catalog properties without credentials (a catalog uri may hold a
+    password): as the snapshot's summary and the run's side folder keep it."""
+    settings = json.loads(json.dumps(manifest.get("settings", {})))
     catalog = settings.get("output", {}).get("catalog")
     if isinstance(catalog, dict):
         settings["output"]["catalog"] = {key: redact_url(str(value)) for key, value in catalog.items()}
-    kept["settings"] = settings
+    return {**manifest, "settings": settings}
+
+
+def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
+    """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
+    ``zerda.manifest`` (not the list of input files: its size grows with the corpus), and the counts most
+    asked for as flat keys."""
+    counts = manifest["counts"]
+    kept = {key: value for key, value in manifest.items() if key != "inputs"}
     properties = {
         RUN_ID_KEY: run_id,
         MANIFEST_KEY: json.dumps(kept, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
