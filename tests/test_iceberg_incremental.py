@@ -6,6 +6,7 @@ to refuses an incremental run; a damaged index gives a full run that says why.""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -187,21 +188,34 @@ def test_a_commit_refuses_a_table_that_changed_since_the_launch(
         _check_base(table, 42)
 
 
-@pytest.mark.parametrize("how", ["flipped", "deleted"])
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("flipped", "a previous index file cannot be read"),
+        ("deleted", "the previous output is incomplete"),
+        ("manifest edited", "the _manifest.json of corpus.chunks's snapshot"),
+        ("side folder gone", "the side folder of corpus.chunks's snapshot"),
+    ],
+)
 def test_a_damaged_index_gives_a_full_run_that_says_why(
-    how: str, edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
+    how: str, why: str, edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    """An index file with a byte changed (its size the same: its pages' CRC tell) or gone: the run is a full
-    one that says why, its rows a full run's; the next run is incremental again."""
+    """An index file with a byte changed (its size the same: its pages' CRC tell) or gone, the run's side
+    manifest edited, its side folder deleted: the run is a full one that says why, its rows a full run's; the
+    next run is incremental again."""
     corpus, warehouse, config, first = edited
-    (victim,) = (_side(load_table(warehouse), first["output"]["snapshot_id"]) / "_index").iterdir()
+    side = _side(load_table(warehouse), first["output"]["snapshot_id"])
+    (victim,) = (side / "_index").iterdir()
     if how == "flipped":
         victim.write_bytes(_flipped(victim.read_bytes()))
-    else:
+    elif how == "deleted":
         victim.unlink()
+    elif how == "manifest edited":
+        (side / "_manifest.json").write_text('{"format": 1, "fingerp', encoding="utf-8")
+    else:
+        shutil.rmtree(side)
     second = run(_argv(corpus, config, "--incremental"))
     assert _rows(warehouse) == _full_run_rows(corpus, tmp_path)
-    why = "a previous index file cannot be read" if how == "flipped" else "the previous output is incomplete"
     assert second["changes"]["incremental"] is False
     assert second["changes"]["reason"].startswith(f"full run: {why}"), second["changes"]["reason"]
     assert run(_argv(corpus, config, "--incremental"))["changes"]["incremental"] is True
