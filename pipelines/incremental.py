@@ -890,10 +890,11 @@ class ChunkIncrementally(beam.PTransform):
         if previous.carry:
             chunk_files = self._carry(compared[_DROPPED], written.files, output)
         facts = compared[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
+        run_id, folder = self._run_id, self._changes_folder()
         change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
             compared[_CHANGES]
-            | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)
-            | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
+            | "WriteChanges" >> WriteRows(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows, folder)
+            | "NoChanges" >> EmptyFileIfNone(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, folder)
         )
         summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
         return IncrementalChunks(chunk_files, rejects, reports, summaries, compared.index, change_files, facts)
@@ -905,6 +906,10 @@ class ChunkIncrementally(beam.PTransform):
         return WriteDescribedChunks(
             self._output, self._run_id, settings.compression, settings.max_rows_per_file, describe
         )
+
+    def _changes_folder(self) -> str | None:
+        """Where in OUTPUT the change files are written: None, the run's staging, for its commit to move."""
+        return None
 
     def _listing(self, name: str) -> str:
         """Where a list the launcher knows is written for the workers (:class:`Listed`)."""

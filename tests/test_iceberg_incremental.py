@@ -19,6 +19,7 @@ from pyiceberg.table import Table
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import TableConflict
 from pipelines.output.iceberg import RUN_ID_KEY, SIDE_SUFFIX, TABLE_CHUNK_SCHEMA, _check_base
+from pipelines.output.ownership import STAGED_KEY
 from tests.common import MULTI_PROCESS
 from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
 from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _write_jsonl
@@ -147,6 +148,10 @@ def test_the_changes_of_an_incremental_run_are_the_diff_of_its_two_snapshots(
         len(changes["removed"]),
     )
     assert _changes(table, one) == {"added": before, "removed": set()}, "a first run adds every chunk"
+    side = _side(table, two)
+    for path in (side / "_changes").iterdir():  # written where they are: the commit copies no change file
+        written_as = pq.read_metadata(path).metadata[STAGED_KEY].decode()
+        assert written_as == str(path.relative_to(side.parent))
     unchanged = run(_argv(corpus, config, "--incremental"))
     three = unchanged["output"]["snapshot_id"]
     assert _changes(load_table(warehouse), three) == {"added": set(), "removed": set()}

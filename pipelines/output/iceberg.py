@@ -70,7 +70,6 @@ from pipelines.output.write import (
     _remove_if_empty,
     _StageParquet,
     _unless_stopped,
-    _verify,
     _WriteParquet,
     write_parquet,
 )
@@ -458,17 +457,27 @@ def _check_base(table: Table, base: int | None) -> None:
 
 
 def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile], manifest: Mapping[str, Any]) -> None:
-    """Move the run's index and change files from its staging to its side folder (``<run_id>/_index/``,
-    ``_changes/``: small files, no chunk data), check each one, and write the run's whole manifest beside
-    them (``_manifest.json``, listing them with their rows and sizes, and the input files' stamps that let
-    the next incremental run skip unchanged files); then delete the run's staging."""
+    """Put the run's index and change files in its side folder and write its whole manifest beside them
+    (``_manifest.json``: the files with their rows and sizes, and the input files' stamps that let the next
+    incremental run skip unchanged files); then delete the run's staging.
+
+    The change files were written there (``TableIncrementally``); the index files, one a partition, are moved
+    from the staging to their names. One listing of the folder finds each file and its size (no file is read
+    again), and deletes the change files no element names (a retried bundle's)."""
     fs, root = url_to_fs(target.side_location)
     root = posixpath.normpath(root)
-    plan = [(f, f"{run_id}/{f.committed_path}") for f in staged]
-    _move(fs, root, plan)
-    entries = [{**entry, "path": entry["path"].removeprefix(f"{run_id}/")} for entry in _verify(fs, root, plan)]
-    side_manifest = {**manifest, "output": {**manifest["output"], "files": entries}}
-    fs.pipe_file(f"{root}/{run_id}/{MANIFEST_FILE}", Manifest(side_manifest).dumps().encode())
+    folder = f"{root}/{run_id}"
+    waiting = set(fs.find(f"{root}/{STAGING_DIR}/{run_id}"))  # not yet moved (a retried commit moved some)
+    _move(fs, root, [(f, f"{run_id}/{f.committed_path}") for f in staged if f"{root}/{f.path}" in waiting])
+    sizes = {posixpath.relpath(path, folder): info.get("size") for path, info in fs.find(folder, detail=True).items()}
+    named = {f.committed_path for f in staged}
+    missing = sorted(named - sizes.keys())
+    if missing:
+        raise CommitError(f"the run's side file {missing[0]} is missing: not committing (another run writing?)")
+    _remove(fs, [f"{folder}/{path}" for path in sizes.keys() - named])
+    entries = [{"path": f.committed_path, "rows": f.rows, "bytes": sizes[f.committed_path]} for f in staged]
+    side_manifest = {**manifest, "output": {**manifest["output"], "files": sorted(entries, key=lambda e: e["path"])}}
+    fs.pipe_file(f"{folder}/{MANIFEST_FILE}", Manifest(side_manifest).dumps().encode())
     _remove_staging(fs, root, run_id)
 
 

@@ -144,6 +144,11 @@ class TableIncrementally(ChunkIncrementally):
             describe,
         )
 
+    def _changes_folder(self) -> str:
+        """The run's side folder itself: the change files are written where they stay (a file a change row, at
+        worst: moving them would cost the commit a copy each on an object store)."""
+        return self._run_id
+
     def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
         """The data files of the run: ``written``, and each data file of the previous snapshot kept, or rewritten
         without the rows of the changed and removed documents in it (one task per file: a file and the

@@ -455,8 +455,17 @@ class WriteRejects(_WriteParquet):
 class WriteRows(_WriteParquet):
     """Lists of rows of ``schema`` -> staged ``.pq`` files for one OUTPUT folder (``_index``, ``_changes``)."""
 
-    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str, max_rows: int):
-        super().__init__(output, run_id, compression, max_rows)
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        schema: pa.Schema,
+        directory: str,
+        compression: str,
+        max_rows: int,
+        folder: str | None = None,
+    ):
+        super().__init__(output, run_id, compression, max_rows, folder)
         self._schema, self._directory = schema, directory
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
@@ -464,10 +473,13 @@ class WriteRows(_WriteParquet):
         return rows | "StageRows" >> self._stage(self._schema, lambda _: directory, REJECT_SUFFIX)
 
 
-def staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple[Any, str, str]:
-    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder."""
+def staging_path(
+    output: str, run_id: str, directory: str, suffix: str, folder: str | None = None
+) -> tuple[Any, str, str]:
+    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder (or in
+    ``folder``, a path in OUTPUT)."""
     fs, root = url_to_fs(output)
-    relative = f"{STAGING_DIR}/{run_id}/{directory}/part-{uuid.uuid4().hex}{suffix}"
+    relative = f"{folder or f'{STAGING_DIR}/{run_id}'}/{directory}/part-{uuid.uuid4().hex}{suffix}"
     path = f"{posixpath.normpath(root)}/{relative}"
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     return fs, path, relative
@@ -481,9 +493,10 @@ def stage_table(
     suffix: str,
     compression: str,
     row_group_size: int | None = None,
+    folder: str | None = None,
 ) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
-    fs, path, relative = staging_path(output, run_id, directory, suffix)
+    fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
     write_parquet(fs, path, relative, table, compression, row_group_size)
     return StagedFile(directory, relative, table.num_rows)
 
@@ -514,9 +527,17 @@ class EmptyFileIfNone(beam.PTransform):
     """The staged files of one folder, plus an empty file of ``schema`` when there are none: the folder
     always exists, so a documented query such as ``read_parquet('OUTPUT/_rejects/*')`` never fails."""
 
-    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str) -> None:
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        schema: pa.Schema,
+        directory: str,
+        compression: str,
+        folder: str | None = None,
+    ) -> None:
         super().__init__()
-        self._empty = _StageEmptyIfNone(output, run_id, schema, directory, compression)
+        self._empty = _StageEmptyIfNone(output, run_id, schema, directory, compression, folder)
 
     def expand(self, staged: beam.PCollection) -> beam.PCollection:
         # One DoFn re-emits the staged files (a side input) and adds the empty one, rather than a Flatten of the
@@ -530,15 +551,20 @@ class EmptyFileIfNone(beam.PTransform):
 
 
 class _StageEmptyIfNone(beam.DoFn):
-    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str) -> None:
+    def __init__(
+        self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str, folder: str | None
+    ) -> None:
         self._output, self._run_id, self._schema = output, run_id, schema
-        self._directory, self._compression = directory, compression
+        self._directory, self._compression, self._folder = directory, compression, folder
 
     def process(self, _: None, staged: list[StagedFile]) -> Iterator[StagedFile]:
         yield from staged
         if not staged:
             empty = self._schema.empty_table()
-            yield stage_table(self._output, self._run_id, self._directory, empty, REJECT_SUFFIX, self._compression)
+            directory, compression = self._directory, self._compression
+            yield stage_table(
+                self._output, self._run_id, directory, empty, REJECT_SUFFIX, compression, None, self._folder
+            )
 
 
 def _as_rows(reject: Reject) -> list[dict[str, Any]]:
