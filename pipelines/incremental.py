@@ -89,7 +89,7 @@ from pipelines.output.write import (
     absolute_url,
     stage_table,
 )
-from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.records import FileReport, Reject, SourceRecord, content_hash
 from pipelines.redact import bounded
 from pipelines.settings import OutputSettings
 
@@ -110,11 +110,6 @@ MAX_INDEX_PARTITIONS = 4096
 _BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
 _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
 _INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
-
-
-def content_hash(text: str) -> str:
-    """The hash of a document's text as chunked: equal hashes, equal text (``surrogatepass``: any str hashes)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def document_key(source: str, record: int, doc_id: str) -> str:

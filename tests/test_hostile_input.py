@@ -28,7 +28,7 @@ import zstandard
 from pipelines.errors import InputError
 from pipelines.input.expand import InputFile, expand_inputs
 from pipelines.input.source import read_file
-from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.records import FileReport, Reject, SourceRecord, content_id
 from pipelines.redact import ELLIPSIS, MESSAGE_CHARS, redact_url
 from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS, REPO
@@ -229,7 +229,7 @@ def nested_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(
     column: str, kind: str, nested_run: tuple[Path, dict[str, int]]
 ) -> None:
-    """A nested id is no id (the default ``path/row``, as JSONL does); a nested text is missing_text, per row."""
+    """A nested id is no id (the document is named by its text, as in JSONL); a nested text is missing_text, per row."""
     output, records = nested_run
     name = f"{column}-{kind}.parquet"
     mine = {name, "good.jsonl"}  # this test's file and the good record beside it
@@ -239,7 +239,7 @@ def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(
     chunks = {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist() if Path(c["source"]).name in mine}
     if column == "id":
         assert rejects == []
-        assert chunks == {(1, "good"), *((i, f"{name}/{i}") for i in (1, 2, 3))}
+        assert chunks == {(1, "good"), *((i + 1, content_id(f"{PROSE} row {i}.")) for i in range(3))}
     else:
         assert rejects == [(1, "a", "missing_text"), (2, "b", "missing_text"), (3, "c", "missing_text")]
         assert chunks == {(1, "good")}
@@ -358,7 +358,7 @@ def test_overlapping_inputs_give_the_same_rows_in_either_order(tmp_path: Path) -
         assert code == 0, log[-3000:]
         rows.append(sorted((c["doc_id"], c["chunk_id"], c["text"]) for c in read_chunks(output).to_pylist()))
     assert rows[0] == rows[1]
-    assert {row[0] for row in rows[0]} == {"sub/t1.txt", "top.jsonl/1"}
+    assert {row[0] for row in rows[0]} == {"sub/t1.txt", content_id(PROSE)}
 
 
 def test_an_existing_path_with_glob_characters_is_read_as_named(tmp_path: Path) -> None:
@@ -482,7 +482,7 @@ def test_a_long_run_of_empty_lines_is_cheap(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(b"\n" * 100_000_000 + json.dumps({"text": PROSE}).encode()))
     started = time.monotonic()
     found = items(path)
-    assert [(r.record, r.doc_id) for r in found if isinstance(r, SourceRecord)] == [(100_000_001, "a/100000001")]
+    assert [(r.record, r.doc_id) for r in found if isinstance(r, SourceRecord)] == [(100_000_001, content_id(PROSE))]
     assert time.monotonic() - started < 10  # it was a Python loop turn a line: 35 s
 
 
