@@ -26,7 +26,7 @@ from fsspec.core import url_to_fs
 
 from pipelines.errors import ManifestError, OutputError
 from pipelines.incremental import (
-    INDEX_DIR,
+    _AGAINST_NOTHING,
     UNREADABLE_INDEX,
     ChunkIncrementally,
     Previous,
@@ -45,11 +45,9 @@ from pipelines.output.iceberg import (
     WriteDescribedTableChunks,
     write_data_file,
 )
-from pipelines.output.layout import MANIFEST_FILE
+from pipelines.output.layout import INDEX_DIR, MANIFEST_FILE
 from pipelines.output.manifest import Manifest
 from pipelines.output.write import Describe, StagedFile
-
-_NO_INDEX = "; without its index every chunk is listed as added"
 
 
 def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool) -> tuple[Previous, int | None]:
@@ -72,17 +70,17 @@ def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool
                 "zerda run's (another program wrote the table): no zerda index describes its rows. Run once without "
                 "--incremental to replace them with a full run; later incremental runs carry from it"
             )
-        return Previous(reason=f"the current snapshot is not a zerda run's{_NO_INDEX}"), snapshot.snapshot_id
+        return Previous(reason=f"the current snapshot is not a zerda run's{_AGAINST_NOTHING}"), snapshot.snapshot_id
     fs, root = url_to_fs(target.side_folder(run_id))
     root = posixpath.normpath(root)
     where = f"{target.name}'s snapshot {snapshot.snapshot_id}"
     try:
         manifest = Manifest.loads(_read_bytes(fs, f"{root}/{MANIFEST_FILE}"), f"{root}/{MANIFEST_FILE}")
     except (FileNotFoundError, IsADirectoryError):
-        reason = f"full run: the side folder of {where} has no {MANIFEST_FILE}{_NO_INDEX}"
+        reason = f"full run: the side folder of {where} has no {MANIFEST_FILE}{_AGAINST_NOTHING}"
         return Previous(reason=reason), snapshot.snapshot_id
     except ManifestError as err:
-        reason = f"full run: the {MANIFEST_FILE} of {where} is unreadable ({err.why}){_NO_INDEX}"
+        reason = f"full run: the {MANIFEST_FILE} of {where} is unreadable ({err.why}){_AGAINST_NOTHING}"
         return Previous(reason=reason), snapshot.snapshot_id
     entries = {entry["path"]: entry.get("bytes") for entry in manifest.files or []}
     index = [path for path in entries if path.startswith(f"{INDEX_DIR}/")]
