@@ -228,7 +228,7 @@ def judge_previous(
     """Whether a previous output's rows can be reused, and why: from its manifest, its ``index`` files (relative
     to ``root``, a URL), the files it lists that are ``missing`` (gone or resized), its chunk files and the URLs
     of its reject files. A directory's previous output (:func:`read_previous`) and a table's
-    (``pipelines.output.iceberg``) are judged alike."""
+    (``pipelines.output.iceberg_incremental``) are judged alike."""
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     partitions, parts = _index_partitions(index)
