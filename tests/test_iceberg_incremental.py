@@ -200,14 +200,15 @@ def test_a_commit_refuses_a_table_that_changed_since_the_launch(
         ("deleted", "the previous output is incomplete"),
         ("manifest edited", "the _manifest.json of corpus.chunks's snapshot"),
         ("side folder gone", "the side folder of corpus.chunks's snapshot"),
+        ("data file gone", "the previous output is incomplete (1 file(s)"),
     ],
 )
 def test_a_damaged_index_gives_a_full_run_that_says_why(
     how: str, why: str, edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     """An index file with a byte changed (its size the same: its pages' CRC tell) or gone, the run's side
-    manifest edited, its side folder deleted: the run is a full one that says why, its rows a full run's; the
-    next run is incremental again."""
+    manifest edited, its side folder deleted, a data file of the snapshot deleted by hand: the run is a full
+    one that says why, its rows a full run's; the next run is incremental again."""
     corpus, warehouse, config, first = edited
     side = _side(load_table(warehouse), first["output"]["snapshot_id"])
     (victim,) = (side / "_index").iterdir()
@@ -215,6 +216,9 @@ def test_a_damaged_index_gives_a_full_run_that_says_why(
         victim.write_bytes(_flipped(victim.read_bytes()))
     elif how == "deleted":
         victim.unlink()
+    elif how == "data file gone":
+        data = load_table(warehouse).scan().plan_files()
+        Path(next(iter(data)).file.file_path.removeprefix("file://")).unlink()
     elif how == "manifest edited":
         (side / "_manifest.json").write_text('{"format": 1, "fingerp', encoding="utf-8")
     else:

@@ -90,7 +90,10 @@ def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool
         listed = {}
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
     missing = [path for path in index if path not in present or _resized(entries[path], present[path])]
-    chunk_files = _snapshot_files(table, snapshot.snapshot_id, target.chunks_location)
+    sizes = _snapshot_files(table, snapshot.snapshot_id, target.chunks_location)
+    chunk_files = tuple((path, rows) for path, (rows, _) in sizes.items())
+    if incremental:  # a data file gone or changed by hand: carrying would name it again
+        missing += _changed_data_files(target.chunks_location, sizes)
     rejects = _rejects_files(catalog.load_table(target.rejects_name), snapshot.summary)
     previous = judge_previous(
         manifest, fs.unstrip_protocol(root), index, missing, chunk_files, rejects, fingerprint, incremental
@@ -98,13 +101,26 @@ def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool
     return previous, snapshot.snapshot_id
 
 
-def _snapshot_files(table: Any, snapshot_id: int, location: str) -> tuple[tuple[str, int], ...]:
-    """(path in ``location``, rows) of each data file of the snapshot."""
-    files = table.scan(snapshot_id=snapshot_id).plan_files()
-    return tuple(
-        (task.file.file_path.removeprefix(f"{location}/"), task.file.record_count)
-        for task in sorted(files, key=lambda task: task.file.file_path)
-    )
+def _snapshot_files(table: Any, snapshot_id: int, location: str) -> dict[str, tuple[int, int]]:
+    """Each data file of the snapshot, by its path in ``location``: its rows and bytes."""
+    files = sorted(table.scan(snapshot_id=snapshot_id).plan_files(), key=lambda task: task.file.file_path)
+    return {
+        task.file.file_path.removeprefix(f"{location}/"): (task.file.record_count, task.file.file_size_in_bytes)
+        for task in files
+    }
+
+
+def _changed_data_files(location: str, files: Mapping[str, tuple[int, int]]) -> list[str]:
+    """The data ``files`` (rows and bytes by path in ``location``) gone from it or of another size: one listing
+    of its data folder."""
+    fs, root = url_to_fs(location)
+    root = posixpath.normpath(root)
+    try:
+        listed = fs.find(f"{root}/{DATA_DIR}", detail=True)
+    except FileNotFoundError:
+        listed = {}
+    present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
+    return [path for path, (_, size) in files.items() if path not in present or _resized(size, present[path])]
 
 
 def _rejects_files(rejects: Any, summary: Any) -> tuple[str, ...]:
