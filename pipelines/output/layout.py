@@ -29,6 +29,10 @@ CHANGES_DIR = "_changes"
 MANIFEST_DIR = "_manifest"
 FILES_TABLE = f"{MANIFEST_DIR}/files.pq"
 INPUTS_DIR = f"{MANIFEST_DIR}/inputs"
+# An Iceberg table output, --output iceberg://NAMESPACE.TABLE (pipelines.output.iceberg); its files no snapshot names
+# are orphans once the run that wrote them started this long ago (a younger run may be writing still).
+TABLE_SCHEME = "iceberg://"
+ORPHAN_HOURS = 72.0
 
 
 # Buckets a run may have: each is a folder, a summary row and a histogram bar. Densities are stored with four
