@@ -2,8 +2,8 @@
 (``pipelines.incremental``) with the table's files.
 
 Every table run keeps its document index and its changes in its side folder,
-``<chunk table location>__zerda/<run_id>/`` (``_index/part-J-of-P.pq``, ``_changes/part-*.pq``, and
-``_manifest.json``, the run's whole manifest, input files' stamps included); the snapshot it commits names the
+``<chunk table location>__zerda/<run_id>/`` (``_index/``, ``_ids/``, ``_changes/``, and ``_manifest.json`` with
+its tables in ``_manifest/``, input files' stamps included); the snapshot it commits names the
 run (``zerda.run-id``), so the index of the table's current snapshot is found from the snapshot alone.
 
 An incremental run (:func:`read_previous_table`) starts from the current snapshot, which must be a zerda run's:
