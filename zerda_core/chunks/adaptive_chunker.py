@@ -14,6 +14,7 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.charclasses import (
     ARABIC_DIACRITIC,
     ARABIC_LETTER,
+    ASCII_UPPER,
     CODE_MARK,
     SPACE,
     Classes,
@@ -50,6 +52,9 @@ TECHNICAL_WORDS = frozenset(
     خوارزمية خوارزميات معادلة معادلات مصفوفة دالة برمجة استعلام
     """.split()
 )
+# What ``_estimate_density`` computes, by number: a new formula gives other chunks of the same text, so the
+# number is part of every fingerprint of chunks (pipelines/settings.py) and goes up with each change of it.
+DENSITY_VERSION = 2
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
@@ -79,13 +84,15 @@ def _estimate_density(text: str) -> float:
       characters (indentation and script do not dilute it), divided by ``TECH_HITS_FULL``
       (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
     - unique vocabulary ratio (0.3): the mean, over blocks of ``VOCABULARY_WINDOW`` (50)
-      consecutive lowercased words, of distinct words / 50 (a mean segmental type-token
-      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (8), spread evenly over
-      the ``n`` words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a
-      text of fewer than 100 words has one block, its first 50 words (or all of them). A plain
-      distinct/words ratio falls as a text grows; this does not, and its cost is bounded (8
-      blocks, 400 words, are enough for a page, its translation and the page repeated to
-      score alike; each block costs a Python step per word).
+      consecutive words, of distinct words / 50 (a mean segmental type-token ratio), a word
+      known by its first character (A-Z lowercased), its last character and its length: a
+      key packed from three numbers in numpy, where lowercasing, splitting and hashing the
+      words themselves cost a Python step per word and several times more on Arabic text.
+      ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (8), spread evenly over the ``n``
+      words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a text of
+      fewer than 100 words has one block, its first 50 words (or all of them). A plain
+      distinct/words ratio falls as a text grows; this does not (8 blocks, 400 words, are
+      enough for a page, its translation and the page repeated to score alike).
     - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
       [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
       4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
@@ -129,7 +136,8 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
     starts, ends = runs((classes & SPACE) == 0)
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
-    lengths = ends - starts
+    words = Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32))
+    lengths = words.lengths
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
     arabic_words = long_words = 0
     letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
@@ -141,12 +149,12 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
         long_words = _long_arabic_words(classes, letters_before)
     long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
     tech_hits = (
-        _technical_words(window, codes, starts, ends)
+        _technical_words(window, words, starts, ends)
         + int(np.count_nonzero(classes & CODE_MARK))
         + len(_DECIMAL.findall(window))
         + len(_COMPLEXITY.findall(window))
     )
-    distinct, block_words = _vocabulary(window, starts, ends)
+    distinct, block_words = _vocabulary(words, classes[starts])
     return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
@@ -167,13 +175,22 @@ def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) 
     return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
-def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint32]:
+class Words(NamedTuple):
+    """The tokens of a window as numpy arrays: first and last code points, and lengths (what identifies a token
+    in ``_token_slots`` and ``_vocabulary``)."""
+
+    firsts: Codes
+    lasts: Codes
+    lengths: npt.NDArray[np.uint32]
+
+
+def _token_slots(words: Words) -> npt.NDArray[np.uint32]:
     """A slot in ``_TECHNICAL_SLOTS`` per token, from its first and last code points and its length.
 
     Equal tokens share a slot, so a token whose slot no technical word has is not one. In 32 bits (code
     points have 21): 64-bit products cost half as much again.
     """
-    mixed = codes[starts] * _MIX[0] + codes[ends - 1] * _MIX[1] + (ends - starts).astype(np.uint32) * _MIX[2]
+    mixed = words.firsts * _MIX[0] + words.lasts * _MIX[1] + words.lengths * _MIX[2]
     return mixed >> np.uint32(32 - _SLOT_BITS)
 
 
@@ -185,37 +202,40 @@ _SLOT_BITS = 16
 def _technical_slots() -> npt.NDArray[np.bool_]:
     """The slots (``_token_slots``) of the technical words."""
     codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
+    starts, ends = runs((classes & SPACE) == 0)
     slots = np.zeros(1 << _SLOT_BITS, np.bool_)
-    slots[_token_slots(codes, *runs((classes & SPACE) == 0))] = True
+    slots[_token_slots(Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32)))] = True
     return slots
 
 
 _TECHNICAL_SLOTS = _technical_slots()
 
 
-def _technical_words(window: str, codes: Codes, starts: Offsets, ends: Offsets) -> int:
+def _technical_words(window: str, words: Words, starts: Offsets, ends: Offsets) -> int:
     """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
     compared, so most tokens are never built or hashed as strings."""
-    found = _TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)).nonzero()[0]
+    found = _TECHNICAL_SLOTS.take(_token_slots(words)).nonzero()[0]
     spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
     return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
 
 
-def _vocabulary(window: str, starts: Offsets, ends: Offsets) -> tuple[int, int]:
-    """Distinct lowercased words and words, summed over the vocabulary blocks of the tokens ``[starts, ends)``.
+_CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
 
-    A block is lowercased as one slice of the window: whitespace has no case, so the words are those of
-    lowercasing each token alone (tests/test_density.py checks it for every space character).
+
+def _vocabulary(words: Words, first_classes: Classes) -> tuple[int, int]:
+    """Distinct words and words, summed over the vocabulary blocks; ``first_classes`` are the classes of each
+    token's first character.
+
+    A word's key packs its first code point (A-Z lowercased), its last and its length, 21 bits each, so equal
+    keys are equal (first, last, length) triples; sorting each block's keys puts equal ones side by side.
     """
-    n = len(starts)
-    firsts = _vocabulary_block_starts(n)
-    lasts = [min(first + VOCABULARY_WINDOW, n) - 1 for first in firsts]
-    distinct = words = 0
-    for start, end in zip(starts[firsts].tolist(), ends[lasts].tolist(), strict=True):
-        block = window[start:end].lower().split()
-        distinct += len(set(block))
-        words += len(block)
-    return distinct, words
+    n = len(words.lengths)
+    width = min(VOCABULARY_WINDOW, n)
+    block = np.add.outer(_vocabulary_block_starts(n), np.arange(width))  # token indices, one row per block
+    firsts = words.firsts[block].astype(np.uint64) + ((first_classes[block] & ASCII_UPPER) >> 1)
+    keys = (firsts << _CODE_BITS | words.lasts[block]) << _CODE_BITS | words.lengths[block]
+    keys.sort(axis=1)
+    return len(block) + int(np.count_nonzero(keys[:, 1:] != keys[:, :-1])), block.size
 
 
 def _vocabulary_block_starts(n: int) -> list[int]:

@@ -21,6 +21,7 @@ ARABIC_LETTER = 4  # U+0620-U+064A, density's Arabic letters
 ARABIC_DIACRITIC = 8  # U+064B-U+0652, the harakat, tanween, shadda and sukun
 ARABIC_SCRIPT = 16  # the letters language detection counts as Arabic (with Persian and Urdu ones)
 LATIN = 32  # A-Z, a-z, U+00C0-U+024F
+ASCII_UPPER = 64  # A-Z; half the bit is what lowercases one: ord("A") + 32 == ord("a")
 CODE_PUNCTUATION = "{}<>[]()="
 _LAST_SPACE = 0x3000  # the highest code point str.isspace() accepts (tests/test_density.py checks it)
 
@@ -36,6 +37,7 @@ def _table() -> Classes:
         table[first : last + 1] |= ARABIC_SCRIPT
     for first, last in ((ord("A"), ord("Z")), (ord("a"), ord("z")), (0xC0, 0x24F)):
         table[first : last + 1] |= LATIN
+    table[ord("A") : ord("Z") + 1] |= ASCII_UPPER
     return table
 
 
