@@ -93,6 +93,12 @@ def test_language_by_script_share(text: str, language: str) -> None:
     assert detect_language(text) == language
 
 
+@given(st.text(alphabet="ab ثعلب\n😀", max_size=300).flatmap(lambda t: st.sampled_from([t, t * 40])))
+def test_language_from_the_classes_the_density_made_is_the_same(text: str) -> None:
+    """The chunker passes the classes of the whole text; the samples' classes are taken from them, not made again."""
+    assert detect_language(text, code_points(text)[1]) == detect_language(text)
+
+
 def reference_density(text: str) -> float:
     """The formula exactly as _estimate_density's docstring states it, written plainly and slowly."""
     words = text.split()

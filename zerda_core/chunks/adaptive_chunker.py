@@ -30,8 +30,10 @@ from zerda_core.chunks.charclasses import (
     Codes,
     Mask,
     Offsets,
+    Scan,
     code_points,
     runs,
+    scan,
 )
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
@@ -108,9 +110,20 @@ def _estimate_density(text: str) -> float:
     window gives its own vocabulary blocks). Each window is classified character by character in
     numpy (:mod:`zerda_core.chunks.charclasses`): Arabic costs what ASCII costs.
     """
-    if not text:
+    return _density(_scanned_windows(text))
+
+
+def _scanned_windows(text: str) -> list[tuple[str, Scan]]:
+    """The density's windows of ``text``, each with its scan: one window, the scan of the whole text, for all but
+    huge documents."""
+    return [(window, scan(window)) for window in whitespace_windows(text, _WINDOW)[0]]
+
+
+def _density(windows: list[tuple[str, Scan]]) -> float:
+    """``_estimate_density`` of the text in these windows."""
+    if not windows:
         return 0.0
-    sums = [_window_counts(window) for window in whitespace_windows(text, _WINDOW)[0]]
+    sums = [_window_counts(window, found) for window, found in windows]
     words, word_chars, tech_hits, long_words, arabic_words, distinct, block_words = map(sum, zip(*sums, strict=True))
     if words == 0:
         return 0.0
@@ -126,14 +139,13 @@ def _estimate_density(text: str) -> float:
     return min(max(density, 0.0), 1.0)
 
 
-def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
+def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, int, int]:
     """What ``_estimate_density`` sums over windows: words, their characters, technical hits, long words,
     Arabic words, and distinct words and words of the vocabulary blocks.
 
-    The words are the runs of non-space characters, as ``str.split()`` cuts them.
+    The words are the runs of non-space characters (``found``), as ``str.split()`` cuts them.
     """
-    codes, classes = code_points(window)
-    starts, ends = runs((classes & SPACE) == 0)
+    codes, classes, starts, ends = found
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
     words = Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32))
@@ -317,7 +329,11 @@ class AdaptiveChunker(BaseChunker):
 
         The overlap is capped at half the target, so every chunk moves forward.
         """
-        density = round(_estimate_density(text), 4)
+        return self._sizing(_estimate_density(text))
+
+    def _sizing(self, density: float) -> tuple[float, int, int]:
+        """``sizing`` for a text of this (unrounded) density."""
+        density = round(density, 4)
         target = self.target_size(density)
         return density, target, min(self.overlap, target // 2)
 
@@ -330,13 +346,15 @@ class AdaptiveChunker(BaseChunker):
                 raise TypeError(f"{name} must be str, got {type(value).__name__} (pass str({name}) for a number)")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        density, target, _ = self.sizing(text)
-        language = detect_language(text) if self.language == "auto" else self.language
+        windows = _scanned_windows(text)
+        density, target, _ = self._sizing(_density(windows))
+        whole = windows[0][1] if len(windows) == 1 else None  # the text classified once: density, language, ends
+        language = detect_language(text, whole and whole.classes) if self.language == "auto" else self.language
         measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
         by_section = self.density_scope == "section"
         sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
         structure = find_structure(text)
-        spans, token_counts = self._cut(text, sizing, structure, measure)
+        spans, token_counts = self._cut(text, sizing, structure, measure, whole)
         adaptive = ChunkType.ADAPTIVE
         extras = [{"density": density, "target_size": t} for t in sizing.targets]
         if sizing.densities is not None:
@@ -360,9 +378,10 @@ class AdaptiveChunker(BaseChunker):
         return chunks
 
     def _cut(
-        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure
+        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure, whole: Scan | None
     ) -> tuple[list[tuple[int, int, int]], list[int] | None]:
-        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count.
+        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count; ``whole``: the
+        text's scan, when there is one for all of it.
 
         In tokens the cut measures the document's tokens; a chunk tokenized alone may count a few
         more at its edges. Then the document is cut again with every target lowered by the worst
@@ -371,7 +390,7 @@ class AdaptiveChunker(BaseChunker):
         margin = 0
         while True:
             aimed = sizing.lowered(margin)
-            ends = SentenceEnds(text)
+            ends = SentenceEnds(text, whole)
             breaks = _keep_fences_whole(ends, structure, aimed, measure)
             spans = _Cutter(text, aimed, self.overlap, self.min_chunk_size, breaks, measure).cut(ends)
             if self._tokens is None:

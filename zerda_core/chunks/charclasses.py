@@ -7,6 +7,8 @@ vectorised lookup of each code point, which costs the same in every script.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -63,3 +65,18 @@ def runs(mask: Mask) -> tuple[Offsets, Offsets]:
     padded[1:-1] = mask
     edges = (padded[1:] != padded[:-1]).nonzero()[0]  # np.flatnonzero's wrappers cost more than the scan on a page
     return edges[0::2], edges[1::2]
+
+
+class Scan(NamedTuple):
+    """A text's code points and classes (``code_points``), and its words: the runs of non-space characters."""
+
+    codes: Codes
+    classes: Classes
+    starts: Offsets
+    ends: Offsets
+
+
+def scan(text: str) -> Scan:
+    """``text`` classified once, for the density and the language detection of one document to share."""
+    codes, classes = code_points(text)
+    return Scan(codes, classes, *runs((classes & SPACE) == 0))
