@@ -14,6 +14,7 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -110,20 +111,26 @@ def _estimate_density(text: str) -> float:
     window gives its own vocabulary blocks). Each window is classified character by character in
     numpy (:mod:`zerda_core.chunks.charclasses`): Arabic costs what ASCII costs.
     """
-    return _density(_scanned_windows(text))
+    return _density_and_scan(text)[0]
 
 
-def _scanned_windows(text: str) -> list[tuple[str, Scan]]:
-    """The density's windows of ``text``, each with its scan: one window, the scan of the whole text, for all but
-    huge documents."""
-    return [(window, scan(window)) for window in whitespace_windows(text, _WINDOW)[0]]
+def _density_and_scan(text: str) -> tuple[float, Scan | None]:
+    """``_estimate_density`` of ``text``, and its scan when it is one window (all but huge documents).
+
+    A huge document's windows are scanned one at a time, each scan freed before the next, so memory stays bounded.
+    """
+    pieces = whitespace_windows(text, _WINDOW)[0]
+    if len(pieces) != 1:
+        return _density((piece, scan(piece)) for piece in pieces), None
+    found = scan(pieces[0])
+    return _density([(pieces[0], found)]), found
 
 
-def _density(windows: list[tuple[str, Scan]]) -> float:
-    """``_estimate_density`` of the text in these windows."""
-    if not windows:
-        return 0.0
+def _density(windows: Iterable[tuple[str, Scan]]) -> float:
+    """``_estimate_density`` of the text in these windows (with their scans)."""
     sums = [_window_counts(window, found) for window, found in windows]
+    if not sums:
+        return 0.0
     words, word_chars, tech_hits, long_words, arabic_words, distinct, block_words = map(sum, zip(*sums, strict=True))
     if words == 0:
         return 0.0
@@ -346,15 +353,15 @@ class AdaptiveChunker(BaseChunker):
                 raise TypeError(f"{name} must be str, got {type(value).__name__} (pass str({name}) for a number)")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        windows = _scanned_windows(text)
-        density, target, _ = self._sizing(_density(windows))
-        whole = windows[0][1] if len(windows) == 1 else None  # the text classified once: density, language, ends
+        raw_density, whole = _density_and_scan(text)  # the text classified once: density, language, sentence ends
+        density, target, _ = self._sizing(raw_density)
         language = detect_language(text, whole and whole.classes) if self.language == "auto" else self.language
         measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
         by_section = self.density_scope == "section"
         sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
         structure = find_structure(text)
         spans, token_counts = self._cut(text, sizing, structure, measure, whole)
+        del whole  # its arrays (about 15 bytes a character) are not held while the chunks are built
         adaptive = ChunkType.ADAPTIVE
         extras = [{"density": density, "target_size": t} for t in sizing.targets]
         if sizing.densities is not None:
