@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -72,6 +73,18 @@ def test_code_is_denser_than_narrative_on_shipped_texts() -> None:
     sql = _estimate_density((DATA / "query.sql").read_text(encoding="utf-8"))
     prose = _estimate_density((DATA / "english_prose.txt").read_text(encoding="utf-8"))
     assert min(code, sql) > prose
+
+
+def test_a_huge_document_is_scanned_one_window_at_a_time() -> None:
+    """Four windows take one window's scan and the windows' text (1 byte a character): not four scans, nor two."""
+    window = ("word " * 50_000 + "\n") * 4  # about 1 MB: one window
+    peaks = []
+    for text in (window, window * 4):
+        tracemalloc.start()
+        _estimate_density(text)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < peaks[0] + 1.25 * len(window * 4), peaks
 
 
 def test_huge_document_is_scored_in_windows_like_a_small_one() -> None:

@@ -14,7 +14,6 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -121,14 +120,13 @@ def _density_and_scan(text: str) -> tuple[float, Scan | None]:
     """
     pieces = whitespace_windows(text, _WINDOW)[0]
     if len(pieces) != 1:
-        return _density((piece, scan(piece)) for piece in pieces), None
+        return _density([_window_counts(piece, scan(piece)) for piece in pieces]), None
     found = scan(pieces[0])
-    return _density([(pieces[0], found)]), found
+    return _density([_window_counts(pieces[0], found)]), found
 
 
-def _density(windows: Iterable[tuple[str, Scan]]) -> float:
-    """``_estimate_density`` of the text in these windows (with their scans)."""
-    sums = [_window_counts(window, found) for window, found in windows]
+def _density(sums: list[tuple[int, int, int, int, int, int, int]]) -> float:
+    """``_estimate_density`` of a text from its windows' ``_window_counts``."""
     if not sums:
         return 0.0
     words, word_chars, tech_hits, long_words, arabic_words, distinct, block_words = map(sum, zip(*sums, strict=True))
