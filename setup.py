@@ -86,7 +86,7 @@ setup(
     extras_require=EXTRAS,
     entry_points={
         "console_scripts": [
-            "zerda-rechunk=pipelines.rechunk:main",
+            "zerda-rechunk=pipelines.cli.rechunk:main",
             "zerda-report=pipelines.report:main",
             "zerda-eval=pipelines.evaluation.cli:main",
         ]

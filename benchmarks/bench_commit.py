@@ -43,7 +43,7 @@ def _corpus(path: Path, documents: int) -> None:
 def _commit_step(kind: str) -> tuple[Any, str]:
     """The class whose ``process`` is the commit of an output of ``kind``, and the name of that method."""
     if kind == "directory":
-        from pipelines.io import write as write_module
+        from pipelines.output import write as write_module
 
         return write_module._Commit, "process"
     from pipelines.output import iceberg as iceberg_module
@@ -55,7 +55,7 @@ def _time_commit(kind: str, output: str, corpus: Path, config: Path) -> tuple[fl
     """(seconds in the commit, chunk files committed, S3 calls the commit made by API name) for one run."""
     import s3fs
 
-    from pipelines.rechunk import run
+    from pipelines.cli.rechunk import run
 
     step, name = _commit_step(kind)
     spent: list[float] = []

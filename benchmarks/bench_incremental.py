@@ -39,8 +39,8 @@ import pyarrow.parquet as pq
 from benchmarks.bench_pipeline import child_env, synthetic_documents
 from benchmarks.scaffold import machine_line
 from pipelines.incremental import content_hash
-from pipelines.io.expand import expand_inputs
-from pipelines.io.source import read_file
+from pipelines.input.expand import expand_inputs
+from pipelines.input.source import read_file
 from pipelines.records import SourceRecord
 from pipelines.settings import InputSettings
 
@@ -121,7 +121,7 @@ def changed_in_few_files(files: list[list[dict[str, str]]], share: float) -> tup
 
 def zerda(corpus: Path, output: Path, workers: int, *extra: str) -> float:
     """Wall seconds of one ``zerda-rechunk`` run in a child process (what a scheduler waits for)."""
-    cmd = [sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(output), "--quiet"]
+    cmd = [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(corpus), "--output", str(output), "--quiet"]
     started = time.perf_counter()
     subprocess.run([*cmd, "--progress-seconds", "0", *MODES[workers], *extra], check=True, env=child_env(REPO_ROOT))
     return time.perf_counter() - started

@@ -19,8 +19,8 @@ if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.scaffold import REPO_ROOT
-from pipelines.io.expand import expand_inputs
-from pipelines.io.source import read_file
+from pipelines.input.expand import expand_inputs
+from pipelines.input.source import read_file
 from pipelines.records import SourceRecord
 from pipelines.settings import InputSettings
 from zerda_core.chunks import AdaptiveChunker

@@ -50,12 +50,12 @@ from benchmarks import synthetic
 from benchmarks.bench_pipeline import child_env
 from benchmarks.scaffold import git, header, peak_rss_kib, save
 from pipelines.incremental import index_partitions, index_path, partition_of, read_previous
-from pipelines.io.context import source_name
-from pipelines.io.expand import expand_inputs
-from pipelines.io.ownership import STAGED_KEY
-from pipelines.layout import CHANGES_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, SUCCESS_FILE
+from pipelines.input.context import source_name
+from pipelines.input.expand import expand_inputs
+from pipelines.output.layout import CHANGES_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, SUCCESS_FILE
 from pipelines.output.manifest import Manifest
-from pipelines.schema import CHANGES_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
+from pipelines.output.ownership import STAGED_KEY
+from pipelines.output.schema import CHANGES_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "incremental_memory.md"
@@ -111,7 +111,7 @@ class Template:
 
 def chunk_template(docs: Sequence[tuple[str, str]], scratch: Path) -> Template:
     """Run zerda (in this process, DirectRunner) on the template documents once."""
-    from pipelines.rechunk import run
+    from pipelines.cli.rechunk import run
 
     folder, out = scratch / "template-in", scratch / "template-out"
     shutil.rmtree(folder, ignore_errors=True)
@@ -377,7 +377,7 @@ class Sampler(threading.Thread):
 def measured_run(corpus: Path, out: Path, stop_at_launch: bool = False) -> RunFigures:
     """``zerda-rechunk --incremental`` with 2 worker processes, its process tree sampled; ``stop_at_launch``:
     stopped by SIGTERM when its first child process appears (the launch alone; OUTPUT keeps its output)."""
-    cmd = [sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(out)]
+    cmd = [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(corpus), "--output", str(out)]
     cmd += ["--incremental", "--quiet", "--progress-seconds", "0", *WORKER_ARGS]
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
@@ -568,7 +568,7 @@ def check_carried(out: Path, corpus: Path, documents: int, files: int) -> dict[s
     previous = read_previous(str(out), fingerprint, True)
     if not previous.carry:
         raise RuntimeError(f"zerda does not carry the built output: {previous.reason}")
-    from pipelines.rechunk import run
+    from pipelines.cli.rechunk import run
 
     manifest = run(["--input", str(corpus), "--output", str(out), "--incremental", "--quiet"])
     ch = manifest["changes"]

@@ -341,7 +341,7 @@ class Mode:
         return [
             sys.executable,
             "-m",
-            "pipelines.rechunk",
+            "pipelines.cli.rechunk",
             *inputs,
             "--output",
             str(out),
@@ -486,9 +486,9 @@ def _short_stage(name: str, width: int = 110) -> str:
 
 
 def profile_pipeline(files: Sequence[Path], setup: Setup, top: int = 30) -> str:
-    """Where an in-process ``pipelines.rechunk.run`` (in_memory, 1 worker) spends its time: stages and functions."""
+    """Where an in-process ``pipelines.cli.rechunk.run`` (in_memory, 1 worker) spends its time: stages and functions."""
     sys.path.insert(0, str(setup.code))
-    from pipelines.rechunk import run
+    from pipelines.cli.rechunk import run
 
     out = setup.scratch / "out-profile"
     argv = [*(arg for f in files for arg in ("--input", str(f))), "--output", str(out), "--quiet"]
@@ -699,7 +699,7 @@ METHOD = (
     " *+ Parquet write* row also writes the rows as zstd Parquet (one file per input file and density bucket)."
     ' The ratio columns use the loop without the write (issue 3: "reads the same files and calls the same'
     ' chunker"); issue 12\'s targets use the loop with it ("what the job cannot avoid").'
-    " The pipeline runs `python -m pipelines.rechunk --input F... --output DIR --quiet"
+    " The pipeline runs `python -m pipelines.cli.rechunk --input F... --output DIR --quiet"
     " --progress-seconds 0` plus the Beam options in the mode's name: the full job (Parquet, rejects, manifest,"
     " commit), with the repo on PYTHONPATH for the worker processes. Peak RSS: *largest process* is the largest"
     " VmHWM (the kernel's peak-RSS mark since exec) among the process and its descendants; *process tree* is the"
@@ -801,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
         results = measure_all(args, data, setup)
         profile = profile_pipeline(data.subset(0.25).files, setup) if args.profile else ""
     if profile:
-        print(f"\nProfile of pipelines.rechunk.run on the 1x corpus, in process:\n{profile}")
+        print(f"\nProfile of pipelines.cli.rechunk.run on the 1x corpus, in process:\n{profile}")
     default_out = None if args.quick or args.code != REPO_ROOT else RESULTS
     save(report(results, argv, args.code), args.out or default_out)
     return 0

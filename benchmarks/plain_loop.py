@@ -4,7 +4,7 @@ bench_pipeline.py runs this in a subprocess beside the Beam pipeline so both pay
 interpreter start, imports and page cache. It does exactly what one worker of the pipeline does
 per record, with the pipeline's own code and no runner around it:
 
-- files expanded by ``pipelines.io.expand.expand_inputs`` and read by ``read_file``;
+- files expanded by ``pipelines.input.expand.expand_inputs`` and read by ``read_file``;
 - every ``SourceRecord`` through the two DoFns of ``pipelines.chunking.ChunkDocuments``
   (``ChunkText``'s, whose ``setup()`` builds the chunker as the pipeline does, then the one that
   builds the same row dicts); their Beam Metrics calls are no-ops outside a pipeline;
@@ -38,12 +38,12 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipelines.chunk_text import _ChunkTextFn
 from pipelines.chunking import _RowsFn
-from pipelines.io.expand import InputFile, expand_inputs
-from pipelines.io.source import read_file
-from pipelines.layout import PARTITION_COLUMN
+from pipelines.input.expand import InputFile, expand_inputs
+from pipelines.input.source import read_file
 from pipelines.names import REJECTS
+from pipelines.output.layout import PARTITION_COLUMN
+from pipelines.output.schema import CHUNK_SCHEMA
 from pipelines.records import FileReport, Reject, SourceRecord
-from pipelines.schema import CHUNK_SCHEMA
 from pipelines.settings import Settings, load_settings
 
 

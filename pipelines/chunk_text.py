@@ -13,7 +13,7 @@ once a document, not once a chunk). Every element that yields no chunk goes to t
   record number is carried as ``extra["record"]``.
 - With ``embed_text`` (a template, see :mod:`pipelines.embed_text`) each chunk also carries its rendered
   embedding text as ``extra["embed_text"]``; its ``text`` stays the exact slice of the document.
-- An element without an id gets one from its content (:func:`content_id`): a PCollection has
+- An element without an id gets one from its content (:func:`pipelines.records.content_id`): a PCollection has
   no order, so only the text itself gives an id that is the same on every run and retry.
 
     texts | ChunkText(ChunkingSettings(min_size=80, max_size=800))
@@ -21,7 +21,6 @@ once a document, not once a chunk). Every element that yields no chunk goes to t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,18 +33,22 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.embed_text import EMBED_TEXT_KEY, check_template, render
 from pipelines.names import METRICS_NAMESPACE, REJECTS
-from pipelines.records import Reject, RejectLimit, SourceRecord, encodable, excerpt, lone_surrogate, nothing_visible
+from pipelines.records import (
+    Reject,
+    RejectLimit,
+    SourceRecord,
+    content_id,
+    encodable,
+    excerpt,
+    lone_surrogate,
+    nothing_visible,
+)
 from pipelines.settings import ChunkingSettings, as_chunking_settings
 from zerda_core.chunks import ChunkConfig, Document
 
 TEXT_KEY = "text"
 ID_KEYS = ("id", "doc_id")
 SOURCE_KEY = "source"
-
-
-def content_id(text: str) -> str:
-    """The default document id: a hash of the text, so equal texts get equal ids on every run."""
-    return "text-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def reject_summaries(limit: RejectLimit) -> Iterator[TaggedOutput]:

@@ -23,8 +23,8 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipelines.chunk_text import ChunkText, reject_summaries
 from pipelines.embed_text import EMBED_TEXT_KEY
-from pipelines.layout import PARTITION_COLUMN, density_bucket
 from pipelines.names import METRICS_NAMESPACE, REJECTS, SUMMARIES
+from pipelines.output.layout import PARTITION_COLUMN, density_bucket
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, Progress
 from pipelines.records import Reject, RejectLimit, excerpt
 from pipelines.settings import ChunkingSettings, EnrichSettings, Settings, config_fingerprint

@@ -23,7 +23,7 @@ fingerprint and zerda version, else the run is a full one and says why. Then::
     previous chunk files ─► KeepUntouched: the others, kept where they are, unread
 
 An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
-times and inode or ETag: ``pipelines.io.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
+times and inode or ETag: ``pipelines.input.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
 ``_CarryFiles`` gives, from the previous index and rejects, the summaries of its documents, its rejects and
 its previous report; its index rows are carried by its partition's comparison.
 
@@ -61,21 +61,12 @@ from fsspec.core import url_to_fs
 import zerda_core
 from pipelines.chunking import ChunkDocuments, summarise
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
-from pipelines.io.context import source_name
-from pipelines.io.expand import InputFile
-from pipelines.io.listing import Listed, listing_folder
-from pipelines.io.ownership import staged_as
-from pipelines.io.source import fault_kind
-from pipelines.io.write import (
-    DOCUMENTS,
-    EmptyFileIfNone,
-    StagedFile,
-    WriteDescribedChunks,
-    WriteRows,
-    absolute_url,
-    stage_table,
-)
-from pipelines.layout import (
+from pipelines.input.context import source_name
+from pipelines.input.expand import InputFile
+from pipelines.input.listing import Listed, listing_folder
+from pipelines.input.source import fault_kind
+from pipelines.names import REJECTS
+from pipelines.output.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
     INDEX_DIR,
@@ -85,11 +76,20 @@ from pipelines.layout import (
     REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.names import REJECTS
 from pipelines.output.manifest import Manifest
-from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.output.ownership import staged_as
+from pipelines.output.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
+from pipelines.output.write import (
+    DOCUMENTS,
+    EmptyFileIfNone,
+    StagedFile,
+    WriteDescribedChunks,
+    WriteRows,
+    absolute_url,
+    stage_table,
+)
+from pipelines.records import FileReport, Reject, SourceRecord, content_hash
 from pipelines.redact import bounded
-from pipelines.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
 from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
@@ -109,11 +109,6 @@ MAX_INDEX_PARTITIONS = 4096
 _BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
 _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
 _INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
-
-
-def content_hash(text: str) -> str:
-    """The hash of a document's text as chunked: equal hashes, equal text (``surrogatepass``: any str hashes)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def document_key(source: str, record: int, doc_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, replace
@@ -21,6 +22,17 @@ REJECT_REASONS = (
 )
 EXCERPT_CHARS = 200
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def content_hash(text: str) -> str:
+    """The hash of a text: equal hashes, equal text (``surrogatepass``: any str hashes)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def content_id(text: str) -> str:
+    """The id of a document that has none: named by its text, so it keeps its id wherever its line or row
+    moves and on every run (equal texts share it, as duplicate ids do)."""
+    return "text-" + content_hash(text)
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,7 @@ def nothing_visible(text: str) -> str | None:
 @dataclass(frozen=True)
 class FileReport:
     """What reading one input file gave: for the manifest's ``inputs``; ``stamp`` is the listing's
-    (``pipelines.io.expand.file_stamp``, empty when it gave none)."""
+    (``pipelines.input.expand.file_stamp``, empty when it gave none)."""
 
     source: str
     bytes_read: int

@@ -26,7 +26,7 @@ import yaml
 import zerda_core
 from pipelines.embed_text import TEMPLATE_RULE, template_problem
 from pipelines.errors import SettingsError
-from pipelines.layout import BUCKET_WIDTHS, is_bucket_width
+from pipelines.output.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
 from zerda_core.chunks import AdaptiveChunker, adaptive_chunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
@@ -206,7 +206,7 @@ def as_chunking_settings(chunking: ChunkingSettings | ChunkConfig | None) -> Chu
 
 @dataclass(frozen=True)
 class InputSettings(_Section):
-    """How corpus files are read (see ``pipelines.io.formats``)."""
+    """How corpus files are read (see ``pipelines.input.formats``)."""
 
     SECTION: ClassVar[str] = "input"
     text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")

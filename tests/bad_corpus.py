@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
+from pipelines.records import content_id
+
 MAX_DOCUMENT_CHARS = 5000
 MIN_CHUNK_SIZE = 100  # the default
 CONFIG = f"input:\n  max_document_chars: {MAX_DOCUMENT_CHARS}\n"
@@ -96,7 +98,7 @@ class _Jsonl:
     def good(self, doc_id: str | int | None, text: str) -> None:
         obj = {"text": text} if doc_id is None else {"id": doc_id, "text": text}
         record = self.add(_json_line(obj))
-        self.corpus.accept(self.name, record, f"{self.name}/{record}" if doc_id is None else str(doc_id), text)
+        self.corpus.accept(self.name, record, content_id(text) if doc_id is None else str(doc_id), text)
 
     def bad(self, line: bytes, reason: str, doc_id: str | None = None) -> None:
         """A rejected line; without ``doc_id`` the reject carries the default id ``file/line``."""
@@ -135,7 +137,7 @@ def build_bad_corpus(root: Path) -> BadCorpus:
     mixed.good("dup", prose(rng, 8))
     for trick in PATH_TRICKS:
         mixed.good(trick, TRICKY_TEXT + prose(rng, 6))
-    mixed.good(None, prose(rng, 7))  # default id: mixed.jsonl/<line>
+    mixed.good(None, prose(rng, 7))  # no id: named by its text
     mixed.good(12345, prose(rng, 7))  # an integer id
     mixed.bad(b'{"id": "megabyte", "text": "' + b"m" * MEGABYTE_LINE_CHARS, "invalid_json")
     mixed.bad(b'{"id": "overlong", "text": "' + b"o" * OVERLONG_LINE_CHARS + b'"}', "too_large")

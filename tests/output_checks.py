@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from pipelines.chunking import summarise
-from pipelines.io.expand import expand_inputs
-from pipelines.io.source import read_file
+from pipelines.input.expand import expand_inputs
+from pipelines.input.source import read_file
 from pipelines.records import SourceRecord
 from pipelines.settings import InputSettings
 

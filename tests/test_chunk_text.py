@@ -11,9 +11,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.chunk_text import ChunkText, content_id
+from pipelines.chunk_text import ChunkText
 from pipelines.names import REJECTS
-from pipelines.records import REJECT_REASONS, SourceRecord
+from pipelines.records import REJECT_REASONS, SourceRecord, content_id
 from pipelines.settings import ChunkingSettings
 from tests.common import DATA
 from zerda_core.chunks import ChunkConfig, Document, DocumentChunk

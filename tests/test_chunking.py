@@ -8,9 +8,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.chunking import ChunkDocuments
-from pipelines.layout import PARTITION_COLUMN, density_bucket
+from pipelines.output.layout import PARTITION_COLUMN, density_bucket
+from pipelines.output.schema import CHUNK_SCHEMA
 from pipelines.records import SourceRecord
-from pipelines.schema import CHUNK_SCHEMA
 from pipelines.settings import Settings
 from tests.common import DATA
 from zerda_core.chunks import AdaptiveChunker

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.cli.rechunk import build_parser
 from pipelines.evaluation.cli import build_parser as build_eval_parser
-from pipelines.rechunk import build_parser
-from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.settings import load_settings, settings_reference_markdown
 from tests.common import REPO
 
@@ -238,7 +238,7 @@ def test_rechunk_options_in_the_docs_are_known() -> None:
     ours = {opt for action in build_parser()._actions for opt in action.option_strings}
     beam = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
     for words in commands():
-        if "pipelines.rechunk" not in words and not any(w.endswith("zerda-rechunk") for w in words[:6]):
+        if "pipelines.cli.rechunk" not in words and not any(w.endswith("zerda-rechunk") for w in words[:6]):
             continue
         for word in words:
             if word.startswith("--"):

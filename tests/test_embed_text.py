@@ -13,10 +13,10 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.chunk_text import ChunkText
+from pipelines.cli.rechunk import main, run
 from pipelines.embed_text import check_template, render, template_problem
 from pipelines.errors import SettingsError
 from pipelines.rag import ZerdaChunker
-from pipelines.rechunk import main, run
 from pipelines.settings import ChunkingSettings, Settings
 from pipelines.settings import main as check_config
 from tests.common import DATA, REPO

@@ -23,9 +23,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.flink_runner import FlinkRunner
 
-from pipelines.endpoints import check_endpoint
+from pipelines.cli.endpoints import check_endpoint
+from pipelines.cli.rechunk import main
 from pipelines.errors import UsageError
-from pipelines.rechunk import main
 from tests.common import DATA, REPO
 from tests.fault_injection import zerda_fault
 from tests.flink_cluster import BEAM_JOB_SERVER_VERSION, CACHE
@@ -67,7 +67,7 @@ def _run_cli(output: Path, *beam_args: str) -> tuple[subprocess.CompletedProcess
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", "--output", str(output), "--quiet", *beam_args],
+        [sys.executable, "-m", "pipelines.cli.rechunk", "--output", str(output), "--quiet", *beam_args],
         capture_output=True,
         text=True,
         env=env,

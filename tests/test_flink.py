@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from apache_beam.runners.portability.flink_runner import FlinkRunner
 
-from pipelines.io.expand import sample_corpus_glob
-from pipelines.rechunk import run
+from pipelines.cli.rechunk import run
+from pipelines.input.expand import sample_corpus_glob
 from tests.flink_cluster import FlinkCluster, flink  # noqa: F401
 from tests.test_portable import assert_same_output, corpus, dataset, direct, run_to  # noqa: F401
 

@@ -1,7 +1,7 @@
 """Issue 9, bad input and secrets: hostile corpora give rejects with their reasons, never a crashed,
 hung or doubled job, and credentials never reach what zerda prints, logs or stores.
 
-Each class is tried with several shapes; runs go through the CLI (``pipelines.rechunk.main``), in
+Each class is tried with several shapes; runs go through the CLI (``pipelines.cli.rechunk.main``), in
 ``multi_processing`` where Beam's encoding between processes matters. Memory is measured in a
 subprocess (peak RSS), regex cost with a subprocess given a generous timeout.
 """
@@ -26,9 +26,9 @@ import pytest
 import zstandard
 
 from pipelines.errors import InputError
-from pipelines.io.expand import InputFile, expand_inputs
-from pipelines.io.source import read_file
-from pipelines.records import FileReport, Reject, SourceRecord
+from pipelines.input.expand import InputFile, expand_inputs
+from pipelines.input.source import read_file
+from pipelines.records import FileReport, Reject, SourceRecord, content_id
 from pipelines.redact import ELLIPSIS, MESSAGE_CHARS, redact_url
 from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS, REPO
@@ -229,7 +229,7 @@ def nested_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(
     column: str, kind: str, nested_run: tuple[Path, dict[str, int]]
 ) -> None:
-    """A nested id is no id (the default ``path/row``, as JSONL does); a nested text is missing_text, per row."""
+    """A nested id is no id (the document is named by its text, as in JSONL); a nested text is missing_text, per row."""
     output, records = nested_run
     name = f"{column}-{kind}.parquet"
     mine = {name, "good.jsonl"}  # this test's file and the good record beside it
@@ -239,7 +239,7 @@ def test_a_nested_parquet_id_or_text_column_is_read_row_by_row(
     chunks = {(c["record"], c["doc_id"]) for c in read_chunks(output).to_pylist() if Path(c["source"]).name in mine}
     if column == "id":
         assert rejects == []
-        assert chunks == {(1, "good"), *((i, f"{name}/{i}") for i in (1, 2, 3))}
+        assert chunks == {(1, "good"), *((i + 1, content_id(f"{PROSE} row {i}.")) for i in range(3))}
     else:
         assert rejects == [(1, "a", "missing_text"), (2, "b", "missing_text"), (3, "c", "missing_text")]
         assert chunks == {(1, "good")}
@@ -279,7 +279,7 @@ def test_non_regular_files_are_unreadable_file_rejects_and_never_hang(pattern: s
     expected = special_corpus(tmp_path)
     output = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", "--input", str(tmp_path / pattern), "--output", str(output)],
+        [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(tmp_path / pattern), "--output", str(output)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -358,7 +358,7 @@ def test_overlapping_inputs_give_the_same_rows_in_either_order(tmp_path: Path) -
         assert code == 0, log[-3000:]
         rows.append(sorted((c["doc_id"], c["chunk_id"], c["text"]) for c in read_chunks(output).to_pylist()))
     assert rows[0] == rows[1]
-    assert {row[0] for row in rows[0]} == {"sub/t1.txt", "top.jsonl/1"}
+    assert {row[0] for row in rows[0]} == {"sub/t1.txt", content_id(PROSE)}
 
 
 def test_an_existing_path_with_glob_characters_is_read_as_named(tmp_path: Path) -> None:
@@ -482,7 +482,7 @@ def test_a_long_run_of_empty_lines_is_cheap(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(b"\n" * 100_000_000 + json.dumps({"text": PROSE}).encode()))
     started = time.monotonic()
     found = items(path)
-    assert [(r.record, r.doc_id) for r in found if isinstance(r, SourceRecord)] == [(100_000_001, "a/100000001")]
+    assert [(r.record, r.doc_id) for r in found if isinstance(r, SourceRecord)] == [(100_000_001, content_id(PROSE))]
     assert time.monotonic() - started < 10  # it was a Python loop turn a line: 35 s
 
 
@@ -503,8 +503,8 @@ else:
 _READ = """
 import resource, sys
 from collections import Counter
-from pipelines.io.expand import InputFile
-from pipelines.io.source import read_file
+from pipelines.input.expand import InputFile
+from pipelines.input.source import read_file
 from pipelines.settings import InputSettings
 baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 found = read_file(InputFile(sys.argv[1], "a.parquet"), InputSettings(max_document_chars=1_000_000))
@@ -613,7 +613,7 @@ def test_storage_credentials_stay_out_of_verbose_logs_of_launcher_and_workers(
     argv = ["--input", f"s3://{s3_corpus}/corpus/*.jsonl", "--output", output, "--verbose"]
     argv += MULTI_PROCESS if mode == "multi_processing" else []
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stderr[-3000:]
     logged = run.stdout + run.stderr
@@ -635,7 +635,7 @@ def test_url_credentials_echoed_as_a_bucket_name_are_redacted(where: str, s3_cor
     argv = ["--input", f"{secret_url}/corpus/*.jsonl" if where == "input" else good_in]
     argv += ["--output", f"{secret_url}/out" if where == "output" else good_out, "--verbose"]
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     if where == "input":  # an input that cannot be listed is a usage error: exit 2, one line
         assert run.returncode == 2 and "cannot be listed: ParamValidationError" in run.stderr, run.stderr[-2000:]

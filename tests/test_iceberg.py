@@ -26,6 +26,7 @@ import sqlalchemy
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
+from pipelines.cli.rechunk import main, run
 from pipelines.errors import CommitError
 from pipelines.output.iceberg import (
     MANIFEST_KEY,
@@ -36,7 +37,6 @@ from pipelines.output.iceberg import (
     uncommitted_runs,
     undo_snapshot,
 )
-from pipelines.rechunk import main, run
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_chunks, read_manifest

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import load_catalog
 
-from pipelines.rechunk import run
+from pipelines.cli.rechunk import run
 
 if TYPE_CHECKING:
     from tests.s3_server import S3Env

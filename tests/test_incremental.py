@@ -25,10 +25,11 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import pipelines.incremental
-import pipelines.io.read
+import pipelines.input.read
+from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental import read_previous
-from pipelines.rechunk import main, run
+from pipelines.records import content_id
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_manifest
@@ -350,13 +351,13 @@ def _age(*paths: Path) -> None:
 def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The relative paths of the files the reader opens from now on (in-memory runner: this process)."""
     opened: list[str] = []
-    real = pipelines.io.read.read_part
+    real = pipelines.input.read.read_part
 
     def spy(part: Any, settings: Any) -> Any:
         opened.append(part.file.relative_path)
         return real(part, settings)
 
-    monkeypatch.setattr(pipelines.io.read, "read_part", spy)
+    monkeypatch.setattr(pipelines.input.read, "read_part", spy)
     return opened
 
 
@@ -512,6 +513,34 @@ def test_copies_of_one_id_in_one_file_change_only_what_the_dataset_gains_or_lose
     assert manifest["changes"]["chunks_removed"] == len(removed) == 0  # the twin's chunks live on in line 2
     counts = {k: v for k, v in manifest["changes"].items() if k.startswith("documents_")}
     assert counts == {"documents_added": 0, "documents_changed": 1, "documents_removed": 1, "documents_unchanged": 2}
+
+
+def test_documents_without_an_id_keep_their_identity_when_lines_move(tmp_path: Path) -> None:
+    """A record without an id is named by its text: a line deleted above it and one added below change
+    nothing of it (counts, ``_changes``), where a name by line number counted every line after as removed
+    and added."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+
+    def write(numbers: range) -> None:
+        lines = (json.dumps({"text": _doc(n, "prose" if n % 2 else "code")}) + "\n" for n in numbers)
+        (corpus / "a.jsonl").write_text("".join(lines), encoding="utf-8")
+
+    write(range(1, 7))
+    run(_argv(corpus, output))
+    before = {r["chunk_id"]: r["doc_id"] for r in pq.read_table(output).to_pylist()}
+    write(range(2, 8))  # the first line gone, every other one line up, one new line at the end
+    manifest = run(_argv(corpus, output, "--incremental"))
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+    counts = {k: v for k, v in manifest["changes"].items() if k.startswith("documents_")}
+    assert counts == {"documents_added": 1, "documents_changed": 0, "documents_removed": 1, "documents_unchanged": 5}
+    changes = _table(output, "_changes")
+    removed = {r["doc_id"] for r in changes if r["change"] == "removed"}
+    added = {r["doc_id"] for r in changes if r["change"] == "added"}
+    assert removed == {content_id(_doc(1, "prose"))} and added == {content_id(_doc(7, "prose"))}
+    after = {r["chunk_id"] for r in pq.read_table(output).to_pylist()}
+    assert {c for c, doc in before.items() if doc != content_id(_doc(1, "prose"))} <= after
 
 
 @pytest.fixture(scope="module")

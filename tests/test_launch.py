@@ -7,10 +7,10 @@ from pathlib import Path
 
 import apache_beam as beam
 
+from pipelines.cli.rechunk import build_pipeline
 from pipelines.incremental import Previous
-from pipelines.io.context import source_name
-from pipelines.io.expand import InputFile
-from pipelines.rechunk import build_pipeline
+from pipelines.input.context import source_name
+from pipelines.input.expand import InputFile
 from pipelines.records import FileReport
 from pipelines.settings import load_settings
 

@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 from apache_beam.testing.util import BeamAssertException, assert_that
 
 from pipelines.errors import AccountingError, ManifestError, NewerManifestError
-from pipelines.manifest import (
+from pipelines.output.build_manifest import (
     BuildManifest,
     build_manifest,
     check_accounting,

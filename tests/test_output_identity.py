@@ -17,10 +17,10 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from pipelines.cli.rechunk import main
 from pipelines.errors import InputError, OutputError
-from pipelines.io.expand import expand_inputs
-from pipelines.io.write import prepare_output
-from pipelines.rechunk import main
+from pipelines.input.expand import expand_inputs
+from pipelines.output.write import prepare_output
 from tests.common import REPO
 from tests.test_reliability_ops import _finished, _snapshot
 
@@ -38,7 +38,7 @@ def _corpus(folder: Path) -> Path:
 # A script run in the namespace: each run's exit code, its error line and what OUTPUT then holds.
 _RUNS = """
 import contextlib, io, json, os, sys
-from pipelines.rechunk import main
+from pipelines.cli.rechunk import main
 results = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()

@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.cli.rechunk import main
 from pipelines.errors import NewerManifestError
-from pipelines.io import ownership
-from pipelines.io.ownership import dataset_files
-from pipelines.io.write import StagedFile, new_run_id
-from pipelines.rechunk import main
-from pipelines.schema import CHUNK_SCHEMA
+from pipelines.output import ownership
+from pipelines.output.ownership import dataset_files
+from pipelines.output.schema import CHUNK_SCHEMA
+from pipelines.output.write import StagedFile, new_run_id
 from tests.common import most_at_once
 from tests.output_checks import read_manifest
 from tests.test_reliability_ops import _finished, _snapshot

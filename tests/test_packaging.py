@@ -145,7 +145,7 @@ def run_installed(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedP
 def test_sdist_holds_the_packages_their_data_and_the_sample_corpus(sdist: Path) -> None:
     files = members(sdist)
     modules = [p for p in tracked("zerda_core") + tracked("pipelines") if p.endswith(".py")]
-    assert "zerda_core/chunks/adaptive_chunker.py" in modules and "pipelines/rechunk.py" in modules
+    assert "zerda_core/chunks/adaptive_chunker.py" in modules and "pipelines/cli/rechunk.py" in modules
     assert set(modules) <= files, sorted(set(modules) - files)
     assert {"setup.py", "README.md", "zerda_core/py.typed", "pipelines/py.typed"} <= files
     sample = tracked(SAMPLE_CORPUS)

@@ -30,7 +30,7 @@ import pytest
 from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 from apache_beam.runners.portability.portable_runner import PortableRunner
 
-from pipelines.rechunk import run
+from pipelines.cli.rechunk import run
 from tests.common import DATA, REPO
 
 START_TIMEOUT = 60.0
@@ -219,7 +219,16 @@ def test_sigterm_to_the_launcher_cancels_the_job_on_the_job_service(
     jobs = beam_job_api_pb2_grpc.JobServiceStub(grpc.insecure_channel(endpoint))
     launcher = subprocess.Popen(
         [
-            *(sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(output), "--quiet"),
+            *(
+                sys.executable,
+                "-m",
+                "pipelines.cli.rechunk",
+                "--input",
+                str(corpus),
+                "--output",
+                str(output),
+                "--quiet",
+            ),
             *("--runner=PortableRunner", f"--job_endpoint={endpoint}", "--environment_type=EXTERNAL"),
             f"--environment_config={pool}",
         ],

@@ -18,8 +18,8 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.chunk_text import content_id
+from pipelines.cli.rechunk import main as rechunk_main
 from pipelines.rag import ZerdaChunker
-from pipelines.rechunk import main as rechunk_main
 from pipelines.settings import ChunkingSettings, config_fingerprint, load_settings
 from tests.common import DATA, REPO
 from tests.output_checks import read_chunks, read_manifest

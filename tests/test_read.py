@@ -27,12 +27,12 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.errors import InputError, StorageError
-from pipelines.io import expand, formats, source
-from pipelines.io.expand import InputFile, expand_inputs, sample_corpus_glob
-from pipelines.io.formats import split_suffixes
-from pipelines.io.read import ReadCorpus
-from pipelines.io.source import read_file
-from pipelines.records import EXCERPT_CHARS, FileReport, Reject, SourceRecord
+from pipelines.input import expand, formats, source
+from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
+from pipelines.input.formats import split_suffixes
+from pipelines.input.read import ReadCorpus
+from pipelines.input.source import read_file
+from pipelines.records import EXCERPT_CHARS, FileReport, Reject, SourceRecord, content_id
 from pipelines.redact import redact_url
 from pipelines.settings import CORPUS_FORMATS, InputSettings, Settings
 
@@ -132,7 +132,7 @@ def test_hidden_and_underscore_names_below_the_root_are_skipped_and_said(
 ) -> None:
     for name in ["keep.md", ".DS_Store", "_SUCCESS", "_rejects/part-0.parquet", ".cache/x.md", "sub/_manifest.json"]:
         write(tmp_path / name, "x")
-    with caplog.at_level(logging.INFO, logger="pipelines.io.expand"):  # a --quiet run before may have raised it
+    with caplog.at_level(logging.INFO, logger="pipelines.input.expand"):  # a --quiet run before may have raised it
         assert [f.relative_path for f in expand_inputs([str(tmp_path)])] == ["keep.md"]
     said = "skipped 5 file(s) named with a leading '.' or '_' below an input root: .DS_Store, .cache/x.md, _SUCCESS"
     assert said in caplog.text
@@ -238,10 +238,10 @@ def test_jsonl_records_ids_and_line_numbers(tmp_path: Path) -> None:
     assert [(r.record, r.doc_id, r.text) for r in records] == [
         (1, "doc-a", "first text"),
         (4, "42", "integer id"),
-        (5, "d/a.jsonl/5", "no id"),
-        (6, "d/a.jsonl/6", "null id"),
-        (7, "d/a.jsonl/7", "bool id"),
-        (8, "d/a.jsonl/8", "empty id"),
+        (5, content_id("no id"), "no id"),
+        (6, content_id("null id"), "null id"),
+        (7, content_id("bool id"), "bool id"),
+        (8, content_id("empty id"), "empty id"),
         (9, "x", "extra fields"),
     ]
     assert report.records == 7  # blank lines are not records
@@ -608,14 +608,14 @@ def test_parquet_rows_are_records_numbered_from_one_across_batches(tmp_path: Pat
 def test_parquet_bad_values_and_default_ids(tmp_path: Path) -> None:
     table = pa.table({"text": ["good", None, "", "has\x00nul"], "other": [1, 2, 3, 4]})
     records, rejects, _ = read(write(tmp_path / "a.parquet", parquet_bytes(table)))
-    assert [(r.record, r.doc_id) for r in records] == [(1, "a.parquet/1")]
+    assert [(r.record, r.doc_id) for r in records] == [(1, content_id("good"))]
     assert [(r.record, r.reason) for r in rejects] == [(2, "missing_text"), (3, "empty"), (4, "not_text")]
 
 
 def test_parquet_integer_ids_and_configured_columns(tmp_path: Path) -> None:
     table = pa.table({"key": pa.array([7, None], pa.int64()), "body": ["seven", "no key"]})
     records, _, _ = read(write(tmp_path / "a.parquet", parquet_bytes(table)), text_field="body", id_field="key")
-    assert [(r.doc_id, r.text) for r in records] == [("7", "seven"), ("a.parquet/2", "no key")]
+    assert [(r.doc_id, r.text) for r in records] == [("7", "seven"), (content_id("no key"), "no key")]
 
 
 @pytest.mark.parametrize(
@@ -653,7 +653,7 @@ def test_parquet_values_of_no_text_type_are_never_opened(tmp_path: Path) -> None
     stamps = pa.array([0, 1], pa.timestamp("us", tz=zone))
     table = pa.table({"text": ["a good text", None], "id": stamps})
     records, rejects, _ = read(write(tmp_path / "a.parquet", parquet_bytes(table)))
-    assert [(r.record, r.doc_id, r.text) for r in records] == [(1, "a.parquet/1", "a good text")]
+    assert [(r.record, r.doc_id, r.text) for r in records] == [(1, content_id("a good text"), "a good text")]
     assert [(r.record, r.reason) for r in rejects] == [(2, "missing_text")]
     records, rejects, _ = read(write(tmp_path / "b.parquet", parquet_bytes(pa.table({"text": stamps}))))
     assert records == []
@@ -828,9 +828,9 @@ def test_read_corpus_routes_records_rejects_and_reports(tmp_path: Path) -> None:
         equal_to(
             [
                 ("j1", 1, "json one"),
-                ("a.jsonl/3", 3, "json two"),
+                (content_id("json two"), 3, "json two"),
                 ("sub/b.md.gz", 0, "# markdown doc"),
-                ("c.parquet/1", 1, "row one"),
+                (content_id("row one"), 1, "row one"),
             ]
         ),
         label="CheckRecords",
@@ -907,7 +907,7 @@ def test_mapped_suffixes_are_read_as_their_format(tmp_path: Path) -> None:
     assert got == {
         "page.HTML": "<p>a page of text</p>",
         "r1": "first",
-        "rows.log.gz/2": "second",
+        content_id("second"): "second",
         "notes.xml": "not_text",
     }
 

@@ -17,8 +17,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
 import zerda_core
-from pipelines.io.expand import sample_corpus_glob
-from pipelines.rechunk import _worker_logging, main, run
+from pipelines.cli.rechunk import _worker_logging, main, run
+from pipelines.input.expand import sample_corpus_glob
 from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts
@@ -261,7 +261,7 @@ def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expec
     """Beam's worker start-up chatter stays out of the terminal (it printed "apitools not found" and "Logging
     handler created." from each worker, in Python's default format, even with --quiet); zerda's progress lines
     from workers do not."""
-    command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
+    command = [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
     command += ["--output", str(tmp_path / "out"), *flags, *MULTI_PROCESS]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=True)
     assert "Pipeline_options" not in done.stderr and "sdk harness" not in done.stderr
@@ -289,7 +289,7 @@ def test_the_direct_runner_never_hands_the_job_to_prism(tmp_path: Path) -> None:
     cache.mkdir(parents=True)
     with zipfile.ZipFile(cache / f"{name}.zip", "w") as bundle:
         bundle.write(fake, name)
-    command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
+    command = [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(REPO / "tests/data/english_prose.txt")]
     command += ["--output", str(tmp_path / "out"), "--quiet", *MULTI_PROCESS]
     env = {**os.environ, "HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -1,7 +1,7 @@
 """Issue 24, bad input at scale: a flood of bad records is a bounded number of reject rows, every record
 still counted by reason in the manifest; and the rules for UTF-8, duplicate keys and suffixless files.
 
-Runs go through the CLI (``pipelines.rechunk.main``) on the DirectRunner with real gzip files, and the
+Runs go through the CLI (``pipelines.cli.rechunk.main``) on the DirectRunner with real gzip files, and the
 committed Parquet is read back with pyarrow.
 """
 
@@ -22,11 +22,11 @@ from apache_beam.testing.util import assert_that, equal_to
 from fsspec.core import url_to_fs
 
 from pipelines.chunk_text import ChunkText
-from pipelines.io.context import FileContext
-from pipelines.io.expand import InputFile
-from pipelines.io.formats import read_jsonl
-from pipelines.io.source import read_file
-from pipelines.io.split import plan_parts
+from pipelines.input.context import FileContext
+from pipelines.input.expand import InputFile
+from pipelines.input.formats import read_jsonl
+from pipelines.input.source import read_file
+from pipelines.input.split import plan_parts
 from pipelines.names import REJECTS
 from pipelines.records import Reject, SourceRecord
 from pipelines.report import scan

@@ -6,7 +6,7 @@ How each fault is made:
   process installs it, worker processes through its ``sitecustomize``) makes the chunking DoFn raise
   ``InjectedFault`` once, on the first attempt at that document, after the bundle has already staged files.
   ``--direct_runner_bundle_repeat=1`` replays every bundle, the commit included, as a runner's retries would.
-- Killed job: ``python -m pipelines.rechunk`` in its own process group, SIGKILLed as soon as staged
+- Killed job: ``python -m pipelines.cli.rechunk`` in its own process group, SIGKILLed as soon as staged
   files appear under ``OUTPUT/_staging``.
 - S3 faults: a small HTTP proxy on 127.0.0.1 (:class:`FaultProxy`) in front of moto's server; the job
   reaches it through ``AWS_ENDPOINT_URL`` and is tuned only by the environment (``AWS_RETRY_MODE``,
@@ -45,12 +45,12 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-import pipelines.io.source as source
-import pipelines.io.write as write_module
+import pipelines.input.source as source
+import pipelines.output.write as write_module
+from pipelines.cli.rechunk import run
 from pipelines.errors import StorageError
-from pipelines.io.expand import InputFile
-from pipelines.io.source import read_file
-from pipelines.rechunk import run
+from pipelines.input.expand import InputFile
+from pipelines.input.source import read_file
 from pipelines.records import Reject
 from pipelines.settings import InputSettings
 from tests.common import DATA, MULTI_PROCESS, REPO
@@ -283,7 +283,7 @@ def test_killed_job_leaves_no_success_and_the_next_run_is_complete_and_clean(tmp
     log = (tmp_path / "killed.log").open("wb")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     job = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.rechunk", *argv],
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv],
         cwd=tmp_path,
         env=env,
         stdout=log,
@@ -608,7 +608,7 @@ def s3_listing(s3_env: S3Env, output: str) -> list[str]:
 def run_job_through(
     proxy: FaultProxy, argv: list[str], max_attempts: int, timeout: float = 90
 ) -> tuple[int, str, float]:
-    """``python -m pipelines.rechunk`` with S3 reached through the proxy; (exit code, stderr, seconds)."""
+    """``python -m pipelines.cli.rechunk`` with S3 reached through the proxy; (exit code, stderr, seconds)."""
     env = {
         **os.environ,  # the fake credentials of s3_env
         "AWS_ENDPOINT_URL": proxy.url,
@@ -619,7 +619,7 @@ def run_job_through(
     }
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv, "--quiet"],
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv, "--quiet"],
         cwd=REPO,
         env=env,
         capture_output=True,

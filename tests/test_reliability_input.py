@@ -33,7 +33,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.rechunk import main
+from pipelines.cli.rechunk import main
 from pipelines.records import EXCERPT_CHARS, REJECT_REASONS
 from tests.bad_corpus import (
     CONFIG,
@@ -661,7 +661,7 @@ def big_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
     config = folder / "big.yaml"
     config.write_text("input:\n  max_document_chars: 250000000\n", encoding="utf-8")
     output = folder / "out"
-    argv = ["-m", "pipelines.rechunk", "--input", str(document), "--output", str(output)]
+    argv = ["-m", "pipelines.cli.rechunk", "--input", str(document), "--output", str(output)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
     with (folder / "log.txt").open("wb") as log:

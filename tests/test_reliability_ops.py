@@ -35,11 +35,11 @@ import psutil
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, WorkerOptions
 
+from pipelines.cli.options import parse_arguments
+from pipelines.cli.rechunk import build_parser, main, run
 from pipelines.errors import OutputError, UsageError
-from pipelines.io.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, best_effort, check_held
-from pipelines.io.write import StagedFile, hold_output, new_run_id
-from pipelines.options import parse_arguments
-from pipelines.rechunk import build_parser, main, run
+from pipelines.output.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, best_effort, check_held
+from pipelines.output.write import StagedFile, hold_output, new_run_id
 from tests.common import MULTI_PROCESS, REPO
 from tests.output_checks import read_chunks, read_manifest
 from tests.test_reliability_faults import write_big_corpus
@@ -254,7 +254,7 @@ def test_the_commit_never_adopts_a_file_it_did_not_stage(tmp_path: Path) -> None
 
 
 def _commit_with_missing_staging(out: Path, name: str) -> None:
-    from pipelines.io import write as write_module
+    from pipelines.output import write as write_module
 
     fs_root = str(out)
     staged = StagedFile("density_bucket=4", f"_staging/{new_run_id()}/density_bucket=4/{name}", 1)
@@ -475,7 +475,7 @@ def test_runs_starting_at_the_same_instant_leave_exactly_one_holder(
 def _job(argv: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.rechunk", *argv],
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
@@ -537,7 +537,7 @@ def test_two_jobs_into_one_output_one_commits_the_other_refuses(
         argv = ["--output", str(out), "--quiet"] + ([] if second == "small" else ["--input", f"{corpus}/*.jsonl"])
         try:
             late = subprocess.run(
-                [sys.executable, "-m", "pipelines.rechunk", *argv],
+                [sys.executable, "-m", "pipelines.cli.rechunk", *argv],
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 capture_output=True,
                 text=True,

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.report import load_report, main, percentile, render_html, render_svg_histogram
-from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.terminal_table import bucket_label, render_histogram, render_table
 from tests.browser import png_pixels, screenshot
 from tests.common import REPO

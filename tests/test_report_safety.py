@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.rechunk import main as rechunk_main
+from pipelines.cli.rechunk import main as rechunk_main
 from pipelines.report import main as report_main
 from pipelines.settings import main as check_config
 from pipelines.terminal_table import render_table, visible, visible_line
@@ -147,10 +147,10 @@ def test_worker_processes_log_lines_are_escaped(tmp_path: Path) -> None:
     settings = {"format": "%(levelname)s %(name)s: %(message)s", "beam": "ERROR", "zerda": "INFO"}
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO / "pipelines" / "worker_site"),
+        "PYTHONPATH": str(REPO / "pipelines" / "cli" / "worker_site"),
         "ZERDA_WORKER_LOG": json.dumps(settings),
     }
-    code = "import logging, sys; logging.getLogger('pipelines.io.source').warning('cannot read %s', sys.argv[1])"
+    code = "import logging, sys; logging.getLogger('pipelines.input.source').warning('cannot read %s', sys.argv[1])"
     done = subprocess.run(
         [sys.executable, "-c", code, f"a{HOSTILE}.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True
     )

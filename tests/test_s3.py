@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipelines.layout import PARTITION_COLUMN
-from pipelines.rechunk import run
+from pipelines.cli.rechunk import run
+from pipelines.output.layout import PARTITION_COLUMN
 from pipelines.report import load_report
 from pipelines.report import main as report_main
 from tests.common import DATA, MULTI_PROCESS, REPO

@@ -131,7 +131,11 @@ def assert_no_secret(where: str, text: str, secrets: list[str]) -> None:
 
 def cli(argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv], cwd=REPO, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

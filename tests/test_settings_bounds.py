@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.cli.rechunk import main as rechunk_main
 from pipelines.errors import SettingsError
-from pipelines.layout import MAX_BUCKETS, n_buckets
-from pipelines.rechunk import main as rechunk_main
+from pipelines.output.layout import MAX_BUCKETS, n_buckets
 from pipelines.report import main as report_main
 from pipelines.settings import Settings
 from pipelines.settings import main as check_config

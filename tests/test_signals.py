@@ -43,7 +43,7 @@ def snapshot(output: Path) -> dict[str, bytes]:
 
 def rechunk(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", *argv],
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **env},
         capture_output=True,
@@ -60,7 +60,7 @@ def paused_job(argv: list[str], phase: str, tmp_path: Path) -> Iterator[tuple[su
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FAULTS)])}
     env["ZERDA_PAUSE_COMMIT"] = f"{phase}@{marker}"
     job = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.rechunk", *argv],
+        [sys.executable, "-m", "pipelines.cli.rechunk", *argv],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -181,7 +181,7 @@ def test_a_failing_stdout_after_the_commit_exits_0_with_one_line(
     output = tmp_path / "مخرجات"
     with open("/dev/full", "w") as full:
         run = subprocess.run(
-            [sys.executable, "-m", "pipelines.rechunk", "--input", str(arabic_corpus), "--output", str(output)],
+            [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(arabic_corpus), "--output", str(output)],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=full if stdout == "/dev/full" else None,
@@ -201,7 +201,7 @@ def test_an_ascii_only_stdout_gets_the_summary_with_escapes(arabic_corpus: Path,
     env = {**os.environ, "PYTHONPATH": str(REPO), "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}
     env.pop("LANG", None)
     run = subprocess.run(
-        [sys.executable, "-m", "pipelines.rechunk", "--input", str(arabic_corpus), "--output", str(output)],
+        [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(arabic_corpus), "--output", str(output)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -233,7 +233,7 @@ def test_the_report_on_a_full_stdout_fails_in_one_line(previous: Path, flag: lis
 def test_a_stopped_commit_in_this_process_takes_no_further_step_and_a_step_under_way_finishes_first() -> None:
     """In memory the commit runs in the launcher: the stop waits for the step under way (removing ``_SUCCESS``,
     writing it), so what the line says cannot change after it is said; later steps never run."""
-    from pipelines.io import write
+    from pipelines.output import write
 
     run_id, steps = write.new_run_id(), []
     entered, release = threading.Event(), threading.Event()
@@ -263,7 +263,7 @@ def test_a_stopped_commit_in_this_process_takes_no_further_step_and_a_step_under
 def test_a_wake_that_is_no_stop_signal_does_not_stop_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """A profiler or debugger attaching to the launcher (py-spy, gdb: ptrace) can wake ``sigtimedwait`` with
     a number that is no signal: the run goes on (it stopped, then failed on ``signal.Signals(number)``)."""
-    import pipelines.rechunk as rechunk
+    import pipelines.cli.rechunk as rechunk
 
     real = signal.sigtimedwait
     woken: list[int] = []

@@ -23,11 +23,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.io.expand import InputFile, expand_inputs
-from pipelines.io.formats import line_limit
-from pipelines.io.source import read_file, read_part
-from pipelines.io.split import FilePart, plan_parts
-from pipelines.rechunk import run
+from pipelines.cli.rechunk import run
+from pipelines.input.expand import InputFile, expand_inputs
+from pipelines.input.formats import line_limit
+from pipelines.input.source import read_file, read_part
+from pipelines.input.split import FilePart, plan_parts
 from pipelines.records import FileReport
 from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS, REPO
@@ -205,7 +205,7 @@ def test_two_worker_processes_both_chunk_one_split_file(tmp_path: Path) -> None:
     corpus = tmp_path / "one.jsonl"
     corpus.write_bytes(b"\n".join(_line(n) for n in range(400)) + b"\n")
     config = _config(tmp_path / "split.yaml", 2000)
-    command = [sys.executable, "-m", "pipelines.rechunk", "--input", str(corpus), "--output", str(tmp_path / "out")]
+    command = [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(corpus), "--output", str(tmp_path / "out")]
     command += ["--config", str(config), "--progress-seconds", "0.000001", *MULTI_PROCESS]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=True)

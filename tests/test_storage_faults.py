@@ -23,12 +23,12 @@ import pytest
 from botocore.exceptions import ClientError
 from s3fs.errors import translate_boto_error
 
+from pipelines.cli.rechunk import run
 from pipelines.errors import EnvironmentFault
-from pipelines.io import source
-from pipelines.io.expand import InputFile
-from pipelines.io.source import fault_kind, read_file
-from pipelines.layout import PARTITION_COLUMN
-from pipelines.rechunk import run
+from pipelines.input import source
+from pipelines.input.expand import InputFile
+from pipelines.input.source import fault_kind, read_file
+from pipelines.output.layout import PARTITION_COLUMN
 from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
@@ -51,7 +51,7 @@ def _snapshot(output: Path) -> dict[str, bytes]:
 
 def _cli(argv: list[str], prefix: list[str] | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
     """The command line in its own process (behind ``prefix``): its exit code and its stderr."""
-    command = [*(prefix or []), sys.executable, "-m", "pipelines.rechunk", *argv, "--quiet"]
+    command = [*(prefix or []), sys.executable, "-m", "pipelines.cli.rechunk", *argv, "--quiet"]
     done = subprocess.run(
         command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, capture_output=True, text=True
     )

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from pipelines.cli.rechunk import main, run
 from pipelines.errors import SettingsError
 from pipelines.rag import to_beam_chunk
-from pipelines.rechunk import main, run
 from pipelines.settings import ChunkingSettings, Settings, config_fingerprint, load_settings
 from pipelines.settings import main as settings_main
 from tests.chunk_checks import assert_chunk_contract

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from pipelines.rechunk import main as rechunk_main
+from pipelines.cli.rechunk import main as rechunk_main
+from pipelines.output.schema import CHUNK_SCHEMA
 from pipelines.report import main as report_main
-from pipelines.schema import CHUNK_SCHEMA
 
 if TYPE_CHECKING:
     from tests.s3_server import S3Env

@@ -24,9 +24,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.io import write as write_module
-from pipelines.io.ownership import STAGED_KEY
-from pipelines.io.write import (
+from pipelines.output import write as write_module
+from pipelines.output.build_manifest import BuildManifest, check_accounting
+from pipelines.output.layout import PARTITION_COLUMN, density_bucket, n_buckets
+from pipelines.output.ownership import STAGED_KEY
+from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+from pipelines.output.write import (
     CommitOutput,
     OutputError,
     StagedFile,
@@ -36,10 +39,7 @@ from pipelines.io.write import (
     new_run_id,
     prepare_output,
 )
-from pipelines.layout import PARTITION_COLUMN, density_bucket, n_buckets
-from pipelines.manifest import BuildManifest, check_accounting
 from pipelines.records import FileReport, Reject
-from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from tests.common import REPO, most_at_once
 from tests.output_checks import documents_of, summaries_of
 

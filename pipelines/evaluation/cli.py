@@ -19,8 +19,9 @@ from pathlib import Path
 
 import fsspec
 
-import pipelines.quiet_beam  # noqa: F401  (first: the readers import Beam, whose import logs a warning)
+import pipelines.cli.quiet_beam  # noqa: F401  (first: the readers import Beam, whose import logs a warning)
 import zerda_core
+from pipelines.cli.options import raise_on_error
 from pipelines.errors import InputError, SettingsError, UsageError
 from pipelines.evaluation.evaluate import chunk_pool, evaluate, stderr_progress
 from pipelines.evaluation.metrics import RESAMPLES
@@ -28,9 +29,8 @@ from pipelines.evaluation.questions import QuestionsError, parse_questions, plac
 from pipelines.evaluation.report import render_html, render_text, summarise
 from pipelines.evaluation.retrievers import BM25, Hybrid, Retriever, dense_retriever
 from pipelines.evaluation.splitters import PEERS, Splitter, peer_splitters, zerda_splitter
-from pipelines.io.expand import expand_inputs
-from pipelines.io.source import read_file
-from pipelines.options import raise_on_error
+from pipelines.input.expand import expand_inputs
+from pipelines.input.source import read_file
 from pipelines.records import Reject, SourceRecord
 from pipelines.redact import install, redact_url, remember_credentials
 from pipelines.settings import InputSettings, Settings, load_settings

@@ -39,8 +39,11 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
-from pipelines.io.lease import best_effort
-from pipelines.io.write import (
+from pipelines.output.build_manifest import BuildManifest, check_accounting, finish_manifest
+from pipelines.output.layout import CHUNK_SUFFIX, PARTITION_COLUMN, REJECTS_DIR
+from pipelines.output.lease import best_effort
+from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
+from pipelines.output.write import (
     StagedFile,
     _as_rows,
     _bucket_directory,
@@ -49,16 +52,13 @@ from pipelines.io.write import (
     _unless_stopped,
     _WriteParquet,
 )
-from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN, REJECTS_DIR
-from pipelines.manifest import BuildManifest, check_accounting, finish_manifest
 from pipelines.redact import redact_url
-from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from pipelines.io.expand import InputFile
+    from pipelines.input.expand import InputFile
     from pipelines.settings import Settings
 
 log = logging.getLogger("zerda")
@@ -317,10 +317,10 @@ def write_table(
     progress_seconds: float,
     run_id: str,
 ) -> beam.PCollection:
-    """The job into an Iceberg table: read, chunk (as ``pipelines.rechunk.build_pipeline`` does for a directory),
+    """The job into an Iceberg table: read, chunk (as ``pipelines.cli.rechunk.build_pipeline`` does for a directory),
     write the data files, build the manifest, commit. Returns the PCollection of the committed manifest."""
     from pipelines.chunking import ChunkDocuments
-    from pipelines.io.read import ReadCorpus
+    from pipelines.input.read import ReadCorpus
 
     read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
     chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)

@@ -3,7 +3,7 @@
 The report, ``--verify``, the run summary, incremental runs, the ownership of OUTPUT's files and the
 launcher all read the manifest through :class:`Manifest`: one parse, one shape check and one format check,
 so a manifest a newer zerda wrote is refused everywhere alike rather than misread. The commit writes it with
-:meth:`Manifest.dumps`. Building one during a run is ``pipelines.manifest``'s (no Beam is imported here:
+:meth:`Manifest.dumps`. Building one during a run is ``pipelines.output.build_manifest``'s (no Beam is imported here:
 ``zerda-report`` reads manifests without it).
 """
 
@@ -18,7 +18,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from pipelines.errors import ManifestError, NewerManifestError
-from pipelines.layout import BUCKET_WIDTHS, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, is_bucket_width
+from pipelines.output.layout import BUCKET_WIDTHS, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, is_bucket_width
 from pipelines.redact import bounded
 from pipelines.settings import OutputSettings
 

@@ -14,7 +14,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 import zerda_core
 from pipelines.errors import OutputError
-from pipelines.io.identity import local_paths_below, relative_to
+from pipelines.output.identity import local_paths_below, relative_to
 from pipelines.redact import bounded, install, redact_url, remember_credentials
 from pipelines.report.page import GENERATOR, render_html
 from pipelines.report.scan import load_report

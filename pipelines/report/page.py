@@ -6,7 +6,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
-from pipelines.layout import n_buckets
+from pipelines.output.layout import n_buckets
 from pipelines.report.model import Report
 from pipelines.report.rows import (
     BUCKET_HEADERS,

@@ -18,7 +18,7 @@ from fsspec.core import url_to_fs
 from pyarrow import acero
 
 from pipelines.errors import OutputError
-from pipelines.layout import (
+from pipelines.output.layout import (
     CHUNK_SUFFIX,
     MANIFEST_FILE,
     PARTITION_COLUMN,

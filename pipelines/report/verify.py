@@ -20,9 +20,9 @@ import fsspec
 import pyarrow.parquet as pq
 
 from pipelines.errors import OutputError
-from pipelines.io.ownership import dataset_files
-from pipelines.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE
+from pipelines.output.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE
 from pipelines.output.manifest import Manifest, folder_rows
+from pipelines.output.ownership import dataset_files
 from pipelines.redact import bounded
 from pipelines.report.scan import open_output, reading_output
 

@@ -13,7 +13,7 @@ processes do it through ``sitecustomize.py`` beside this file, found by putting 
 path holds ``<path part>`` (through fsspec's local file, as zerda reads a previous output) raise an I/O error
 (``EIO``) once: a storage hiccup rather than a damaged file.
 
-``ZERDA_PAUSE_COMMIT="<phase>@<marker_path>"`` pauses the commit (``pipelines.io.write._Commit``) for good at
+``ZERDA_PAUSE_COMMIT="<phase>@<marker_path>"`` pauses the commit (``pipelines.output.write._Commit``) for good at
 ``phase``, after creating the marker file, so that a test can stop the job there: ``before`` its first change
 to OUTPUT (the previous output is whole), ``during`` (the previous dataset deleted, nothing of this run's moved
 in yet), ``after`` (committed, ``_SUCCESS`` written, the pipeline not finished).
@@ -73,7 +73,7 @@ def _install_pause() -> None:
     if not value:
         return
     phase, _, marker = value.partition("@")
-    from pipelines.io import write
+    from pipelines.output import write
 
     if getattr(write._Commit.process, "_zerda_pause", False):
         return

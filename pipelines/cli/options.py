@@ -29,8 +29,8 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.runners.direct.direct_runner import DirectRunner
 from apache_beam.runners.runner import PipelineRunner, create_runner
 
+from pipelines.cli.local_runner import FnApiDirectRunner
 from pipelines.errors import UsageError
-from pipelines.local_runner import FnApiDirectRunner
 from pipelines.redact import is_secret_name
 
 

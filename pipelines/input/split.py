@@ -19,9 +19,9 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.io.context import BUFFER_BYTES, binary_head
-from pipelines.io.expand import InputFile
-from pipelines.io.formats import read_jsonl, read_parquet, reader_for, split_suffixes
+from pipelines.input.context import BUFFER_BYTES, binary_head
+from pipelines.input.expand import InputFile
+from pipelines.input.formats import read_jsonl, read_parquet, reader_for, split_suffixes
 from pipelines.settings import InputSettings
 
 _SCAN_BYTES = 8 * BUFFER_BYTES

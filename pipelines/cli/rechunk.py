@@ -3,7 +3,7 @@
 With no ``--input`` it chunks the bundled sample corpus into ``./out/chunks``. Options this
 parser does not know go to Beam (``--runner``, ``--direct_num_workers``, ...), so the same
 ``--config`` runs on the DirectRunner, Dataflow and Flink; an argument Beam does not know either
-is refused (``pipelines.options``). Bad arguments, settings, inputs or outputs, and an OUTPUT another
+is refused (``pipelines.cli.options``). Bad arguments, settings, inputs or outputs, and an OUTPUT another
 run holds, exit with code 2 before anything is written; Ctrl-C exits with 130, SIGTERM with 143, SIGHUP with
 129, each with one line saying what OUTPUT holds then. Once the output is committed the exit code is 0, even
 if the summary cannot be printed (a full disk or a closed stdout: one line on stderr says so).
@@ -18,7 +18,7 @@ unchanged since the previous output skip it and keep their rows; every run write
 
 from __future__ import annotations
 
-import pipelines.quiet_beam  # noqa: F401  (first: imports Beam without its import-time warning)
+import pipelines.cli.quiet_beam  # noqa: F401  (first: imports Beam without its import-time warning)
 
 # isort: split
 import argparse
@@ -45,7 +45,10 @@ from apache_beam.runners.runner import PipelineResult, PipelineRunner
 import zerda_core
 from pipelines import redact
 from pipelines.chunking import ChunkDocuments
-from pipelines.endpoints import check_endpoint, job_failure
+from pipelines.cli.endpoints import check_endpoint, job_failure
+from pipelines.cli.options import Once, new_pipeline, non_empty, parse_arguments, seconds
+from pipelines.cli.summary import render_summary
+from pipelines.cli.worker_log import worker_environment
 from pipelines.errors import InputError, JobError, OutputError, SettingsError, UsageError, explained_line
 from pipelines.incremental import (
     ChunkIncrementally,
@@ -55,25 +58,11 @@ from pipelines.incremental import (
     unreadable_carry,
     without_carry,
 )
-from pipelines.io.context import source_name
-from pipelines.io.expand import InputFile, expand_inputs, sample_corpus_glob
-from pipelines.io.lease import best_effort
-from pipelines.io.listing import listing_folder
-from pipelines.io.read import ReadCorpus
-from pipelines.io.write import (
-    CommitOutput,
-    WriteRejects,
-    discard_staging,
-    has_finished_output,
-    hold_output,
-    new_run_id,
-    output_after_stop,
-    prepare_output,
-    stop_commit,
-)
-from pipelines.layout import REJECTS_DIR
-from pipelines.manifest import BuildManifest
-from pipelines.options import Once, new_pipeline, non_empty, parse_arguments, seconds
+from pipelines.input.context import source_name
+from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
+from pipelines.input.listing import listing_folder
+from pipelines.input.read import ReadCorpus
+from pipelines.output.build_manifest import BuildManifest
 from pipelines.output.iceberg import (
     TableTarget,
     committed_manifest,
@@ -86,13 +75,24 @@ from pipelines.output.iceberg import (
     table_name,
     write_table,
 )
+from pipelines.output.layout import REJECTS_DIR
+from pipelines.output.lease import best_effort
 from pipelines.output.manifest import Manifest
+from pipelines.output.write import (
+    CommitOutput,
+    WriteRejects,
+    discard_staging,
+    has_finished_output,
+    hold_output,
+    new_run_id,
+    output_after_stop,
+    prepare_output,
+    stop_commit,
+)
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
 from pipelines.settings import Settings, load_settings
-from pipelines.summary import render_summary
 from pipelines.terminal_table import VisibleFormatter, visible, write_stdout
-from pipelines.worker_log import worker_environment
 
 DEFAULT_OUTPUT = "out/chunks"
 EXIT_USAGE = 2
@@ -491,7 +491,7 @@ def nothing_chunked(manifest: dict[str, Any]) -> str:
     return message
 
 
-# What to do about a not_text reject, by how the reader's message starts (pipelines.io.source, .context).
+# What to do about a not_text reject, by how the reader's message starts (pipelines.input.source, .context).
 _NOT_TEXT_HINTS = {
     "not a corpus file type": (
         "a file type zerda does not know can be read as text with input.formats in the config"
@@ -537,7 +537,7 @@ def _worker_logging(options: PipelineOptions, quiet: bool, verbose: bool) -> tup
     keep their own defaults; a ``--default_sdk_harness_log_level`` given on the command line leaves the
     workers as the user set them, and per-logger overrides given there win over zerda's. The options are
     read through Beam's own parsing, so ``--runner X`` counts like ``--runner=X``. Sets ``options``; returns
-    (Beam's level, zerda's level) for the workers' own stderr (``pipelines.worker_log``), or None.
+    (Beam's level, zerda's level) for the workers' own stderr (``pipelines.cli.worker_log``), or None.
     """
     workers = options.view_as(WorkerOptions)
     runner = options.view_as(StandardOptions).runner

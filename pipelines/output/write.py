@@ -6,7 +6,7 @@ Wiring (the rechunk entry point)::
     run_id = new_run_id()
     staged_chunks = chunk_rows | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows_per_file)
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows_per_file)
-    manifest = ... | pipelines.manifest.BuildManifest(...)
+    manifest = ... | pipelines.output.build_manifest.BuildManifest(...)
     {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
 
 1. Stage. Each bundle streams its rows to new files ``OUTPUT/_staging/<run_id>/<dir>/part-<uuid4><ext>``
@@ -15,7 +15,7 @@ Wiring (the rechunk entry point)::
    or retried bundle attempt may leave files behind, but the runner discards its outputs, so no
    committed element ever names them.
 2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
-   remove ``_SUCCESS`` and the previous run's files (only files a zerda run wrote: ``pipelines.io.ownership``;
+   remove ``_SUCCESS`` and the previous run's files (only files a zerda run wrote: ``pipelines.output.ownership``;
    a foreign file in a dataset folder refuses the run at launch), move the named files to
    ``OUTPUT/density_bucket=K/part-<uuid4>.parquet``, ``OUTPUT/_rejects/part-<uuid4>.pq`` (and ``_index/``,
    ``_changes/``; each keeps its staged name, so where a row lies is known when it is written), re-read every
@@ -33,7 +33,7 @@ and fail on their partition-less path. Read them with ``read_parquet('OUTPUT/_re
 
 Paths are fsspec URLs (local, ``s3://``, ``gs://``, ``memory://`` in tests); credentials come from the
 environment. Directory names are built only from our own bucket numbers, never from input text. One run
-at a time holds OUTPUT (``pipelines.io.lease``); the commit checks that lease and takes only files whose
+at a time holds OUTPUT (``pipelines.output.lease``); the commit checks that lease and takes only files whose
 footer names the path this run staged them as. Batch (global window) only.
 """
 
@@ -64,10 +64,9 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, OutputError
-from pipelines.io.identity import refuse_nested_output
-from pipelines.io.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
-from pipelines.io.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
-from pipelines.layout import (
+from pipelines.output.build_manifest import check_accounting, finish_manifest
+from pipelines.output.identity import refuse_nested_output
+from pipelines.output.layout import (
     CHUNK_SUFFIX,
     MANIFEST_FILE,
     PARTITION_COLUMN,
@@ -76,10 +75,11 @@ from pipelines.layout import (
     STAGING_DIR,
     SUCCESS_FILE,
 )
-from pipelines.manifest import check_accounting, finish_manifest
+from pipelines.output.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
 from pipelines.output.manifest import Manifest, folder_rows
+from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
+from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 from pipelines.records import Reject
-from pipelines.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 
 log = logging.getLogger("zerda")
 
@@ -182,7 +182,7 @@ def _refuse_a_foreign_folder(fs: AbstractFileSystem, root: str, output: str) -> 
 
 
 def _refuse_foreign_files(fs: AbstractFileSystem, root: str, output: str) -> None:
-    """Files zerda did not write in OUTPUT's dataset folders (``pipelines.io.ownership``): the commit would
+    """Files zerda did not write in OUTPUT's dataset folders (``pipelines.output.ownership``): the commit would
     leave them beside the new output, where the dataset's readers would read them as its files."""
     files = dataset_files(fs, root)
     if files.foreign:

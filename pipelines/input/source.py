@@ -4,7 +4,7 @@ One role per package: fsspec opens the stored bytes on any protocol; smart_open 
 that byte stream (``.gz .bz2 .zst .xz``) with its compression registry,
 ``smart_open.compression.compression_wrapper`` (``smart_open.open`` itself only opens URLs of
 its own transports: no ``memory://``, no fsspec file objects, so fsspec opens and smart_open
-only decompresses); the format's reader (:mod:`pipelines.io.formats`) makes the records.
+only decompresses); the format's reader (:mod:`pipelines.input.formats`) makes the records.
 
 Error policy: damaged or unexpected *content* becomes a :class:`Reject` with its reason and
 where it was, and the job goes on. A failure of the *storage* itself (network, permissions)
@@ -29,10 +29,10 @@ import fsspec
 from smart_open.compression import compression_wrapper
 
 from pipelines.errors import EnvironmentFault, StorageError, chain
-from pipelines.io.context import BUFFER_BYTES, FileContext
-from pipelines.io.expand import InputFile
-from pipelines.io.formats import read_jsonl, reader_for, split_suffixes
-from pipelines.io.split import FilePart
+from pipelines.input.context import BUFFER_BYTES, FileContext
+from pipelines.input.expand import InputFile
+from pipelines.input.formats import read_jsonl, reader_for, split_suffixes
+from pipelines.input.split import FilePart
 from pipelines.records import FileReport, Reject, SourceRecord
 from pipelines.redact import redact_url
 from pipelines.settings import InputSettings
@@ -108,7 +108,7 @@ def read_file(file: InputFile, settings: InputSettings) -> Iterator[SourceRecord
 
 
 def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord | Reject | FileReport]:
-    """Read one part of a file (:mod:`pipelines.io.split`) as :func:`read_file` reads a whole one.
+    """Read one part of a file (:mod:`pipelines.input.split`) as :func:`read_file` reads a whole one.
 
     A part of a split file reports what it read; the parts' reports added up are the file's: a JSONL
     range fetches exactly its own bytes, so they add up to the file size. Only a whole file is an

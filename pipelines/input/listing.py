@@ -17,8 +17,8 @@ import apache_beam as beam
 from apache_beam.pvalue import PBegin
 from fsspec.core import url_to_fs
 
-from pipelines.io.write import absolute_url
-from pipelines.layout import STAGING_DIR
+from pipelines.output.layout import STAGING_DIR
+from pipelines.output.write import absolute_url
 
 T = TypeVar("T")
 PER_FILE = 10_000  # items a listing file holds: a worker's share, and few files for the graph to name

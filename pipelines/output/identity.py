@@ -19,8 +19,8 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import OutputError
-from pipelines.io.ownership import is_dataset_entry
-from pipelines.layout import MANIFEST_FILE, STAGING_DIR, SUCCESS_FILE
+from pipelines.output.layout import MANIFEST_FILE, STAGING_DIR, SUCCESS_FILE
+from pipelines.output.ownership import is_dataset_entry
 from pipelines.redact import bounded, redact_url
 
 _MOUNTINFO = "/proc/self/mountinfo"

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from pipelines.errors import ManifestError
-from pipelines.layout import (
+from pipelines.output.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
     INDEX_DIR,

@@ -41,7 +41,7 @@ HEARTBEAT_SECONDS = 15.0
 STALE_SECONDS = 300.0  # twenty missed heartbeats: a launcher this late is stopped or cut off
 WRITING_SECONDS = 30.0  # a lease that is not one yet (empty, half-written) younger than this: its run is writing it
 CLEANUP_SECONDS = 10.0  # what each step of a failed run's cleanup may take: storage that is down is not waited on
-_RUN_STARTED = "%Y%m%dT%H%M%SZ"  # how a run id starts (pipelines.io.write.new_run_id)
+_RUN_STARTED = "%Y%m%dT%H%M%SZ"  # how a run id starts (pipelines.output.write.new_run_id)
 
 
 def _now() -> float:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.io.context import BUFFER_BYTES, MISSING, BigInt, FileContext, Unopened, json_kind
+from pipelines.input.context import BUFFER_BYTES, MISSING, BigInt, FileContext, Unopened, json_kind
 from pipelines.records import EXCERPT_CHARS, Reject, SourceRecord
 from pipelines.redact import bounded
 from pipelines.settings import COMPRESSION_SUFFIXES, InputSettings
@@ -322,7 +322,7 @@ def _values(array: pa.Array, max_bytes: int, integers: bool) -> list[object]:
 @contextmanager
 def _seekable(stream: io.BufferedReader, ctx: FileContext) -> Iterator[IO[bytes]]:
     """Parquet seeks to its footer: a decompressed stream is spooled first (to disk past 64 MiB);
-    the stream itself stops at ``input.max_file_bytes`` (:mod:`pipelines.io.source`), so the spool does."""
+    the stream itself stops at ``input.max_file_bytes`` (:mod:`pipelines.input.source`), so the spool does."""
     if not ctx.compression:
         yield stream
         return

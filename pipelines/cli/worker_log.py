@@ -5,7 +5,7 @@ cannot change, and two lines came out before any of zerda's code ran there: ``im
 ``apitools not found`` through ``logging.warning``, which gives the root logger a stderr handler in
 Python's default format, and the harness then logs ``Logging handler created.`` at INFO through it
 (zerda's progress lines came out through that handler too). The one hook Python offers before a module
-runs is ``sitecustomize``: :func:`worker_environment` puts ``pipelines/worker_site`` first on the
+runs is ``sitecustomize``: :func:`worker_environment` puts ``pipelines/cli/worker_site`` first on the
 workers' ``PYTHONPATH`` and the levels in :data:`ENV`; its ``sitecustomize`` installs zerda's redaction of
 credentials (``pipelines.redact.install``) before Beam logs its options, gives the root logger one
 stderr handler in the launcher's format, for zerda's records at zerda's level and every other logger's

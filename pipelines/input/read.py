@@ -1,8 +1,8 @@
 """ReadCorpus: the Beam transform that reads the expanded corpus files on the workers.
 
-The files are expanded on the driver (:mod:`pipelines.io.expand`). On the workers each file is
-planned into parts (:mod:`pipelines.io.split`: one for a small file, byte ranges or row groups for
-a large splittable one), the parts are spread, and each is read (:func:`pipelines.io.source.read_part`)
+The files are expanded on the driver (:mod:`pipelines.input.expand`). On the workers each file is
+planned into parts (:mod:`pipelines.input.split`: one for a small file, byte ranges or row groups for
+a large splittable one), the parts are spread, and each is read (:func:`pipelines.input.source.read_part`)
 into records, rejects and a report; the reports of a file's parts are added up into its one report.
 """
 
@@ -16,10 +16,10 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
 
-from pipelines.io.expand import InputFile
-from pipelines.io.listing import Listed
-from pipelines.io.source import read_part
-from pipelines.io.split import FilePart, plan_parts, spread_whole
+from pipelines.input.expand import InputFile
+from pipelines.input.listing import Listed
+from pipelines.input.source import read_part
+from pipelines.input.split import FilePart, plan_parts, spread_whole
 from pipelines.names import FILES, METRICS_NAMESPACE, RECORDS, REJECTS
 from pipelines.records import REJECT_REASONS, FileReport, Reject, RejectLimit, SourceRecord
 from pipelines.settings import InputSettings
@@ -31,7 +31,7 @@ _SPREAD_BATCH_CHARS = 4 << 20  # text a batch of spread records holds: few eleme
 class ReadCorpus(beam.PTransform):
     """Expanded corpus files -> SourceRecords (``records``, the main output), Rejects
     (``rejects``) and one FileReport per file (``files``). With ``listing`` (a folder the workers can read)
-    the files reach the workers through files written there (:class:`~pipelines.io.listing.Listed`), not
+    the files reach the workers through files written there (:class:`~pipelines.input.listing.Listed`), not
     inside the job graph.
 
     One element per file, then a Reshuffle: without it the runner fuses the read with the

@@ -1,5 +1,5 @@
 """Run by Python as each local Beam worker process starts, before Beam's first import logs anything
-(``pipelines.worker_log`` puts this folder first on the workers' ``PYTHONPATH``).
+(``pipelines.cli.worker_log`` puts this folder first on the workers' ``PYTHONPATH``).
 
 The ``pipelines`` importable this early may not be the launcher's (the folder it runs from joins
 ``sys.path`` only after this runs), so the two modules taken from it, ``pipelines.redact`` and
@@ -52,7 +52,7 @@ def _install_redaction() -> type[logging.Formatter]:
     """Credentials out of every record and uncaught traceback of this worker, from Beam's first line on
     (its ``Pipeline_options`` line holds the storage options given on the command line); returns the
     formatter that shows control characters in a log line escaped, as the launcher's lines are."""
-    checkout = str(Path(__file__).resolve().parents[2])
+    checkout = str(Path(__file__).resolve().parents[3])
     sys.path.insert(0, checkout)
     try:
         from pipelines import redact, terminal_table

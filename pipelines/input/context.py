@@ -11,10 +11,11 @@ import contextlib
 import io
 from dataclasses import dataclass
 
-from pipelines.io.expand import InputFile
+from pipelines.input.expand import InputFile
 from pipelines.records import (
     Reject,
     SourceRecord,
+    content_id,
     encodable,
     excerpt,
     lone_surrogate,
@@ -85,7 +86,8 @@ class FileContext:
         return Reject(self.source, record, encodable(doc_id), reason, text, encodable(excerpt(bad_input)))
 
     def default_id(self, record: int) -> str:
-        """Stable id of a record without one: ``relative/path.jsonl/17``."""
+        """The name of a rejected record without an id: ``relative/path.jsonl/17``, where to find it (a
+        document without an id is named by its text instead, :func:`~pipelines.records.content_id`)."""
         return f"{self.name}/{record}"
 
     def surrogate_free(self, text: str, record: int, doc_id: str, what: str, escaped: bool = False) -> str | Reject:
@@ -115,8 +117,10 @@ class FileContext:
                 record, doc_id, "invalid_utf8", f"invalid UTF-8 at byte {err.start}: {err.reason}", around
             )
 
-    def document(self, record: int, doc_id: str, text: str) -> SourceRecord | Reject:
-        """The text as it is (line ends untouched: chunks are exact slices), or why it is refused."""
+    def document(self, record: int, doc_id: str, text: str, named: bool = True) -> SourceRecord | Reject:
+        """The text as it is (line ends untouched: chunks are exact slices), or why it is refused. A record
+        that has no id (``named`` False) is a document named by its text, so its identity does not change
+        when a line above it is added or removed; refused, it keeps ``doc_id``, its position."""
         blank = nothing_visible(text)
         if blank is not None:
             return self.reject(record, doc_id, "empty", blank, text)
@@ -125,7 +129,7 @@ class FileContext:
             return self.reject(record, doc_id, "too_large", f"{len(text)} characters, over {limit}", text)
         if "\x00" in text:
             return self.reject(record, doc_id, "not_text", f"NUL character at {text.index(chr(0))}", text)
-        return SourceRecord(self.source, record, doc_id, text)
+        return SourceRecord(self.source, record, doc_id if named else content_id(text), text)
 
     def from_fields(
         self, record: int, raw_id: object, text: object, bad_input: object, escaped: bool = False
@@ -153,7 +157,7 @@ class FileContext:
             field = bounded(self.settings.text_field)
             what = f"has no field {field!r}" if text is MISSING else f"has {field!r} = {_kind(text)}, not a string"
             return self.reject(record, doc_id, "missing_text", f"record {what}", bad_input)
-        return text if isinstance(text, Reject) else self.document(record, doc_id, text)
+        return text if isinstance(text, Reject) else self.document(record, doc_id, text, named=has_id)
 
     def binary_sniffed(self, stream: io.BufferedReader) -> Reject | None:
         """A binary head (see ``binary_head``) is one ``not_text`` reject for the file."""

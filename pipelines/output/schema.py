@@ -1,4 +1,4 @@
-"""The Arrow schemas of the output dataset (where the files lie: :mod:`pipelines.layout`).
+"""The Arrow schemas of the output dataset (where the files lie: :mod:`pipelines.output.layout`).
 
 - ``CHUNK_SCHEMA``: the columns stored in ``OUTPUT/density_bucket=K/part-*.parquet``. The
   partition column ``density_bucket`` is not stored in the files: Hive partitioning puts it in
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipelines.layout import PARTITION_COLUMN
+from pipelines.output.layout import PARTITION_COLUMN
 
 KEYWORDS_TYPE = pa.list_(pa.struct([("term", pa.string()), ("score", pa.float64())]))
 

@@ -27,8 +27,8 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
 
 from pipelines.errors import InputError
-from pipelines.io.identity import local_paths_below
-from pipelines.layout import CHUNK_SUFFIX, PARTITION_COLUMN
+from pipelines.output.identity import local_paths_below
+from pipelines.output.layout import CHUNK_SUFFIX, PARTITION_COLUMN
 from pipelines.redact import bounded, redact_url, remember_credentials
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def _refuse_output_inside(pattern: str, output: str) -> None:
     a chunk file's path, or a folder above it (a matched folder stands for all below), matches the
     pattern, with the same rules as the expansion: fsspec's glob syntax, ``.``/``_`` names skipped.
     A local output is asked under each name it has below the input's root (a bind mount, a symlink:
-    :func:`pipelines.io.identity.local_paths_below`); an object store's under its canonical URL.
+    :func:`pipelines.output.identity.local_paths_below`); an object store's under its canonical URL.
     """
     try:
         fs_in, path_in = url_to_fs(pattern)

@@ -1,0 +1,1 @@
+"""The ``zerda-rechunk`` command: arguments, pipeline options, the launch and the end-of-run summary."""

@@ -1,1 +1,0 @@
-"""Reading corpora from any fsspec filesystem and writing the chunk dataset."""
