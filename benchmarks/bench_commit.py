@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         " memory). S3 calls are counted in the launcher's s3fs while the commit runs. The directory commit"
         " copies each file server-side and checks its footer (the staged originals go in batched deletes, with"
         " the run's `_index` and `_changes` files); the table's commit lists the run's folders once and writes"
-        " metadata, never copying or reading a data file.",
+        " metadata, never copying or reading a data file (it moves the run's index files, one per index"
+        " partition, into its side folder: one copy here).",
         "",
         "| output | chunk files | commit s | ms a file | S3 calls | calls by API |",
         "| --- | ---: | ---: | ---: | ---: | --- |",

@@ -81,6 +81,7 @@ from pipelines.output.ownership import staged_as
 from pipelines.output.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
     DOCUMENTS,
+    Describe,
     EmptyFileIfNone,
     StagedFile,
     WriteDescribedChunks,
@@ -207,14 +208,33 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
     missing = [path for path in checked if path not in present or _resized(entries[path], present[path])]
     missing += [path for path in files if path.startswith(f"{PARTITION_COLUMN}=") and not _count(rows[path])]
+    chunk_files = tuple((path, n) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n))
+    rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
+    return judge_previous(
+        manifest, fs.unstrip_protocol(root), index, missing, chunk_files, rejects, fingerprint, incremental
+    )
+
+
+def judge_previous(
+    manifest: Manifest,
+    root: str,
+    index: Sequence[str],
+    missing: Sequence[str],
+    chunk_files: tuple[tuple[str, int], ...],
+    rejects: tuple[str, ...],
+    fingerprint: str,
+    incremental: bool,
+) -> Previous:
+    """Whether a previous output's rows can be reused, and why: from its manifest, its ``index`` files (relative
+    to ``root``, a URL), the files it lists that are ``missing`` (gone or resized), its chunk files and the URLs
+    of its reject files. A directory's previous output (:func:`read_previous`) and a table's
+    (``pipelines.output.iceberg_incremental``) are judged alike."""
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     partitions, parts = _index_partitions(index)
-    chunk_files = tuple((path, n) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n))
     carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index) or not chunk_files)
     if carry and index and not partitions:  # an older zerda's index: neither read by source nor says where rows are
         carry, reason = False, f"full run: the previous index is of an older format{_AGAINST_NOTHING}"
-    rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
     if missing and incremental:
         carry, reason = (
             False,
@@ -226,6 +246,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     inputs: dict[str, FileReport] = {}
     if carry:
         try:
+            fs, _ = url_to_fs(root)
             inputs = _stamped_inputs(manifest, _chunker_failed(fs, rejects))
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
@@ -233,7 +254,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     return Previous(
         carry,
         reason,
-        fs.unstrip_protocol(root),
+        root,
         partitions,
         parts,
         documents if _count(documents) else 0,
@@ -532,23 +553,32 @@ class _CarryRows(beam.DoFn):
 
     def process(self, element: tuple[str, Iterable[tuple[str, int]]]) -> Iterator[StagedFile]:
         path, leaving = element
-        dropped = dict(leaving)
-        directory = posixpath.dirname(path)
-        try:
-            table = _read_table(f"{self._root}/{path}")
-            stay = pc.invert(pc.is_in(document_keys(table), value_set=pa.array(list(dropped))))
-            table = table.select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA).filter(stay)
-        except (OSError, pa.ArrowException) as err:  # pyarrow's decoding errors are OSErrors too
-            raise RuntimeError(f"{UNREADABLE}: {path} ({_why(err)})") from err
-        gone = len(stay) - table.num_rows
-        if gone != sum(dropped.values()):
-            raise RuntimeError(
-                f"previous output changed under the run: {gone} rows of changed or removed documents in {path},"
-                f" the index says {sum(dropped.values())}"
-            )
+        table = rows_staying(f"{self._root}/{path}", path, leaving, CHUNK_SCHEMA)
         if table.num_rows:
+            directory = posixpath.dirname(path)
             staged = stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
             yield replace(staged, final=path)
+
+
+def rows_staying(url: str, path: str, leaving: Iterable[tuple[str, int]], schema: pa.Schema) -> pa.Table:
+    """The rows of the previous chunk file at ``url`` (``path`` in the output) but those of the documents
+    ``leaving`` it, ``(document key, rows)`` each, as ``schema``. A file that cannot be read fails the run for
+    the launcher to run again in full (:func:`unreadable_carry`); one that does not hold the rows the index
+    says it does fails it outright."""
+    dropped = dict(leaving)
+    try:
+        table = _read_table(url)
+        stay = pc.invert(pc.is_in(document_keys(table), value_set=pa.array(list(dropped))))
+        table = table.select(schema.names).cast(schema).filter(stay)
+    except (OSError, pa.ArrowException) as err:  # pyarrow's decoding errors are OSErrors too
+        raise RuntimeError(f"{UNREADABLE}: {path} ({_why(err)})") from err
+    gone = len(stay) - table.num_rows
+    if gone != sum(dropped.values()):
+        raise RuntimeError(
+            f"previous output changed under the run: {gone} rows of changed or removed documents in {path},"
+            f" the index says {sum(dropped.values())}"
+        )
+    return table
 
 
 class _KeepUntouched(beam.DoFn):
@@ -822,9 +852,7 @@ class ChunkIncrementally(beam.PTransform):
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
         describe = functools.partial(_index_row, fingerprint=self._fingerprint, partitions=partitions)
-        written = chunked.chunks | "WriteChunks" >> WriteDescribedChunks(
-            output, self._run_id, compression, max_rows, describe
-        )
+        written = chunked.chunks | "WriteChunks" >> self._write_chunks(describe)
         summaries, rejects, reports = split[_CARRIED_SUMMARY], chunked.rejects, None
         if self._unchanged:  # files not read: their documents and rejects join those of the records read
             batches = _batches(self._unchanged, max_rows)
@@ -857,13 +885,26 @@ class ChunkIncrementally(beam.PTransform):
         if previous.carry:
             chunk_files = self._carry(compared[_DROPPED], written.files, output)
         facts = compared[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
+        run_id, folder = self._run_id, self._changes_folder()
         change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
             compared[_CHANGES]
-            | "WriteChanges" >> WriteRows(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows)
-            | "NoChanges" >> EmptyFileIfNone(output, self._run_id, CHANGES_SCHEMA, CHANGES_DIR, compression)
+            | "WriteChanges" >> WriteRows(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows, folder)
+            | "NoChanges" >> EmptyFileIfNone(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, folder)
         )
         summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
         return IncrementalChunks(chunk_files, rejects, reports, summaries, compared.index, change_files, facts)
+
+    def _write_chunks(self, describe: Describe) -> beam.PTransform:
+        """Chunk row lists -> the files (``files``) and each document's index row (``documents``): staged in
+        OUTPUT, for its commit to move."""
+        settings = self._settings
+        return WriteDescribedChunks(
+            self._output, self._run_id, settings.compression, settings.max_rows_per_file, describe
+        )
+
+    def _changes_folder(self) -> str | None:
+        """Where in OUTPUT the change files are written: None, the run's staging, for its commit to move."""
+        return None
 
     def _listing(self, name: str) -> str:
         """Where a list the launcher knows is written for the workers (:class:`Listed`)."""

@@ -32,11 +32,15 @@ from pipelines.output.iceberg import (
     MANIFEST_KEY,
     REJECTS_SNAPSHOT_KEY,
     RUN_ID_KEY,
+    SIDE_SUFFIX,
     _replace_data,
     open_table,
-    uncommitted_runs,
+    orphan_files,
     undo_snapshot,
 )
+from pipelines.report import load_report
+from pipelines.report import main as report_main
+from pipelines.report.table import load_table_report
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
 from tests.output_checks import read_chunks, read_manifest
@@ -221,13 +225,26 @@ def test_a_second_run_is_a_second_snapshot_and_the_first_stays_readable_by_id_an
     assert len(rejects.snapshots()) == 2
     assert rejects.scan().to_arrow().num_rows == second["counts"]["reject_rows"]
 
-    # expired (docs/iceberg.md), the first run's folder is one no snapshot names: listed for deletion
+    earlier = load_table_report(f"iceberg://{TABLE}", str(config), one.snapshot_id)  # zerda-report --snapshot
+    assert (
+        earlier.manifest["counts"] == first["counts"]
+        and sum(g.chunks for g in earlier.groups) == first["counts"]["chunks"]
+    )
+
+    # expired (docs/iceberg.md), the first run's files are named by no snapshot: orphans, listed for deletion
+    target = open_table(TABLE, {"warehouse": str(warehouse)})
+    assert orphan_files(target, older_than_hours=0) == []
+    first_files = {task.file.file_path for task in table.scan(snapshot_id=one.snapshot_id).plan_files()}
     table.maintenance.expire_snapshots().older_than(
         datetime.fromtimestamp(two.timestamp_ms / 1000, timezone.utc)
     ).commit()
     assert [s.snapshot_id for s in load_table(warehouse).snapshots()] == [two.snapshot_id]
-    leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
-    assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == [one.summary[RUN_ID_KEY]]
+    orphans = orphan_files(target, older_than_hours=0)
+    assert {o.run_id for o in orphans} == {one.summary[RUN_ID_KEY]}
+    assert first_files == {o.url for o in orphans if "/chunks/data/" in o.url}
+    assert any("/chunks__zerda/" in o.url for o in orphans), "its index and changes with it"
+    assert not any("/chunks__rejects/" in o.url for o in orphans), "the rejects table's snapshots are not expired"
+    assert orphan_files(target) == [], "younger than the default age: maybe a run's that is writing now"
     assert table.scan().to_arrow().num_rows == second["counts"]["chunks"]
 
 
@@ -327,7 +344,7 @@ def test_concurrent_runs_end_as_whole_snapshots_or_exit_2_naming_the_conflict(tm
     rows = table.scan().to_arrow()
     assert rows.num_rows == first["counts"]["chunks"] and len(set(rows["chunk_id"].to_pylist())) == rows.num_rows
     committed = {s.summary[RUN_ID_KEY] for s in table.snapshots()}
-    assert uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)})) == [], "the losers' files deleted"
+    assert orphan_files(open_table(TABLE, {"warehouse": str(warehouse)}), 0) == [], "the losers' files deleted"
     assert len(committed) == len(table.snapshots())
 
 
@@ -432,9 +449,81 @@ def test_a_killed_run_leaves_the_table_at_its_previous_snapshot(tmp_path: Path) 
     named = {task.file.file_path.removeprefix("file://") for task in after.scan().plan_files()}
     orphans = [p for p in data.rglob("*.parquet") if first_run not in p.parts]
     assert orphans and not named & {str(p) for p in orphans}, "the killed run's files: in its folder, in no snapshot"
-    killed = {p.relative_to(data).parts[0] for p in orphans}
-    leftover = uncommitted_runs(open_table(TABLE, {"warehouse": str(warehouse)}))
-    assert [url.rsplit("/", 1)[1] for url in leftover if "/chunks/data/" in url] == sorted(killed)
+    (killed,) = {p.relative_to(data).parts[0] for p in orphans}
+    listed = orphan_files(open_table(TABLE, {"warehouse": str(warehouse)}), older_than_hours=0)
+    assert {o.run_id for o in listed} == {killed}
+    assert {str(p) for p in orphans} <= {o.url.removeprefix("file://") for o in listed}
+
+
+def test_zerda_report_orphans_lists_and_removes_a_killed_runs_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kill -9`` of a job while it writes, then ``zerda-report iceberg://... --orphans``: its files are listed
+    (only with an age limit the killed run passes: a younger run may be writing still), ``--remove`` deletes
+    them, and the table reads as before."""
+    warehouse = tmp_path / "warehouse"
+    first, before, data, first_run, job = _a_second_run_writing(tmp_path, warehouse)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.communicate()
+    killed = sorted(str(p) for p in data.rglob("*") if p.is_file() and first_run not in p.parts)
+    assert killed
+    argv = [f"iceberg://{TABLE}", "--config", str(tmp_path / "a.yaml"), "--orphans"]
+    assert report_main(argv) == 0
+    assert capsys.readouterr().out.endswith(
+        "0 file(s) of 0 run(s) started more than 72 hour(s) ago that no snapshot "
+        f"of {TABLE} names: kept (--remove deletes them)\n"
+    )
+    assert report_main([*argv, "--older-than", "0"]) == 0
+    *listed, last = capsys.readouterr().out.splitlines()
+    assert set(killed) <= {url.removeprefix("file://") for url in listed}
+    assert last.startswith(f"{len(listed)} file(s) of 1 run(s) started more than 0 hour(s) ago")
+    assert report_main([*argv, "--older-than", "0", "--remove"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("names: removed")
+    assert [p.name for p in data.iterdir()] == [first_run]
+    side = Path(before.location().removeprefix("file://") + SIDE_SUFFIX)
+    assert [p.name for p in side.iterdir()] == [first_run], "its staging gone too"
+    assert orphan_files(open_table(TABLE, {"warehouse": str(warehouse)}), 0) == []
+    after = load_table(warehouse)
+    assert after.metadata_location == before.metadata_location
+    assert after.scan().to_arrow().num_rows == first["counts"]["chunks"]
+
+
+def test_zerda_report_reads_a_table_as_it_reads_a_directory(
+    two_outputs: tuple[Path, Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory, warehouse, manifest = two_outputs
+    config = str(write_config(tmp_path / "r.yaml", warehouse))
+    of_table, of_directory = load_table_report(f"iceberg://{TABLE}", config), load_report(str(directory))
+    assert of_table.output == f"iceberg://{TABLE} (snapshot {manifest['output']['snapshot_id']})"
+    assert of_table.groups == of_directory.groups and of_table.groups
+    assert (of_table.rejects, of_table.sources, of_table.rejected_files) == (
+        of_directory.rejects,
+        of_directory.sources,
+        of_directory.rejected_files,
+    )
+    assert of_table.manifest["counts"] == of_directory.manifest["counts"]
+    assert [s.bucket for s in of_table.samples] == [s.bucket for s in of_directory.samples]
+    assert report_main([f"iceberg://{TABLE}", "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"zerda report · iceberg://{TABLE} (snapshot ") and "Chunks by density bucket" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--snapshot", "42"], "has no snapshot 42"),
+        (["--verify"], "--verify reads a directory output"),
+        (["--remove"], "--remove goes with --orphans"),
+    ],
+)
+def test_zerda_report_on_a_table_refuses_what_it_cannot_read_with_exit_2(
+    argv: list[str], message: str, two_outputs: tuple[Path, Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    _, warehouse, _ = two_outputs
+    config = str(write_config(tmp_path / "r.yaml", warehouse))
+    assert report_main([f"iceberg://{TABLE}", "--config", config, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.parametrize(
@@ -507,16 +596,6 @@ def test_worker_processes_write_the_table_as_one_process_does(
     assert sorted_rows(rows) == sorted_rows(as_directory_rows(load_table(sqlite_warehouse).scan().to_arrow()))
 
 
-def test_incremental_into_a_table_is_refused_before_anything_is_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    warehouse = tmp_path / "warehouse"
-    config = write_config(tmp_path / "a.yaml", warehouse)
-    assert main(["--output", f"iceberg://{TABLE}", "--config", str(config), "--incremental"]) == 2
-    assert "--incremental into an Iceberg table is not supported" in capsys.readouterr().err
-    assert not warehouse.exists()
-
-
 def test_a_run_that_chunks_nothing_names_the_rejects_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -567,6 +646,9 @@ def test_a_password_in_the_configs_catalog_uri_is_in_no_log_and_no_snapshot(
     snapshot = table.current_snapshot()
     assert snapshot is not None and snapshot.summary is not None
     assert postgres_server.password not in json.dumps(snapshot.summary.additional_properties)
+    side = Path(table.location().removeprefix("file://") + SIDE_SUFFIX)
+    (manifest_file,) = side.glob("*/_manifest.json")
+    assert postgres_server.password not in manifest_file.read_text(encoding="utf-8"), "nor in the side folder"
     assert json.loads(snapshot.summary[MANIFEST_KEY])["counts"] == manifest["counts"]
 
 

@@ -38,3 +38,15 @@ def test_a_table_with_its_warehouse_on_s3(s3_env: S3Env, tmp_path: Path) -> None
     on_s3 = {f"s3://{path}" for path in fs.find(f"{bucket}/warehouse/corpus/chunks/") if path.endswith(".parquet")}
     previous = {task.file.file_path for task in table.scan(snapshot_id=table.snapshots()[0].snapshot_id).plan_files()}
     assert on_s3 == set(files) | previous, "no copy: the files the workers wrote, named by the two snapshots"
+
+    # incremental: nothing changed, so the third snapshot names the second's files, and its changes are empty
+    third = run(["--config", str(config), "--quiet", "--incremental"])
+    assert third["changes"]["incremental"] is True and third["counts"] == second["counts"]
+    table = catalog.load_table("corpus.chunks")
+    assert {task.file.file_path for task in table.scan().plan_files()} == set(files)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.snapshot_id == third["output"]["snapshot_id"]
+    side = f"{bucket}/warehouse/corpus/chunks__zerda/{snapshot.summary['zerda.run-id']}"  # the run's side folder
+    assert fs.find(f"{side}/_index") and fs.find(f"{side}/_changes")
+    assert third["changes"]["chunks_added"] == third["changes"]["chunks_removed"] == 0

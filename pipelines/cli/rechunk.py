@@ -24,6 +24,7 @@ import pipelines.cli.quiet_beam  # noqa: F401  (first: imports Beam without its 
 import argparse
 import atexit
 import contextlib
+import functools
 import gc
 import itertools
 import logging
@@ -31,6 +32,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -64,17 +66,20 @@ from pipelines.input.listing import listing_folder
 from pipelines.input.read import ReadCorpus
 from pipelines.output.build_manifest import BuildManifest
 from pipelines.output.iceberg import (
+    DATA_DIR,
+    CommitTable,
     TableTarget,
+    WriteTableRejects,
     committed_manifest,
     conflict_line,
     discard_run,
-    notice_uncommitted_runs,
+    notice_orphans,
     open_table,
     summary_lines,
     table_after_stop,
     table_name,
-    write_table,
 )
+from pipelines.output.iceberg_incremental import TableIncrementally, read_previous_table
 from pipelines.output.layout import REJECTS_DIR
 from pipelines.output.lease import best_effort
 from pipelines.output.manifest import Manifest
@@ -184,25 +189,27 @@ def build_pipeline(
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest.
 
     With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease. A
-    :class:`~pipelines.output.iceberg.TableTarget` output is an Iceberg table (``pipelines.output.iceberg``).
+    :class:`~pipelines.output.iceberg.TableTarget` output is an Iceberg table: the same job, its chunks and
+    rejects written as the tables' data files, its index and changes in the run's side folder, one commit of a
+    snapshot each (``pipelines.output.iceberg``, ``pipelines.output.iceberg_incremental``).
     """
-    if isinstance(output, TableTarget):  # an Iceberg table: its own writers and commit (no incremental state yet)
-        return write_table(pipeline, files, settings, output, started, progress_seconds, run_id or new_run_id())
-    commit = CommitOutput(output, run_id)
+    table = output if isinstance(output, TableTarget) else None
+    staging = output.side_location if isinstance(output, TableTarget) else output  # index, changes, listings
+    lease = run_id  # a directory's commit checks the lease held under it
     run_id = run_id or new_run_id()
     previous = previous or Previous()
     unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
     skipped = {report.source for report in unchanged}
     to_read = [file for file in files if source_name(file.url) not in skipped]
-    listing = listing_folder(output, run_id, "inputs")  # the files to read reach the workers outside the graph
+    listing = listing_folder(staging, run_id, "inputs")  # the files to read reach the workers outside the graph
     read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input, listing=listing)
     chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
-    incremental = ChunkIncrementally(
+    incremental = (ChunkIncrementally if table is None else functools.partial(TableIncrementally, table))(
         chunk_documents,
         previous,
         unchanged,
-        output=output,
+        output=staging,
         run_id=run_id,
         settings=settings.output,
         fingerprint=settings.config_fingerprint,
@@ -211,18 +218,24 @@ def build_pipeline(
     chunked = read.records | "Incremental" >> incremental
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
     compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
-    staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows)
+    write_rejects: beam.PTransform
+    if table is None:
+        write_rejects = WriteRejects(staging, run_id, compression, max_rows)
+    else:
+        write_rejects = WriteTableRejects(table.rejects_location, run_id, compression, max_rows, f"{DATA_DIR}/{run_id}")
+    staged_rejects = rejects | "WriteRejects" >> write_rejects
     reports = read.files if chunked.reports is None else (read.files, chunked.reports) | "AllReports" >> beam.Flatten()
     manifest = {
         "summaries": chunked.summaries,
         "rejects": rejects,
         "reports": reports,
     } | "Manifest" >> BuildManifest(
-        settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
+        settings=settings.to_dict(), fingerprint=settings.fingerprint, output=str(output), started=started
     )
     manifest = incremental.annotate(manifest, chunked.facts)
     staged = {"chunks": chunked.chunk_files, "rejects": staged_rejects, "manifest": manifest}
     staged |= {"index": chunked.index_files, "changes": chunked.change_files}
+    commit = CommitOutput(staging, lease) if table is None else CommitTable(table, run_id)
     return staged | "Commit" >> commit
 
 
@@ -250,10 +263,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         stop.had_finished_output = has_finished_output(args.output)
         incremental = args.incremental or settings.output.incremental
         previous = read_previous(args.output, settings.fingerprint, incremental)
-        if incremental:
-            log.info("%s", previous.reason)
-            if unchanged := len(previous.unchanged(files)):
-                log.info("%d of %d file(s) unchanged since the previous output: not read", unchanged, len(files))
+        _say_previous(previous, files, incremental)
         log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
         started = stop.started = datetime.now(timezone.utc)
 
@@ -262,19 +272,43 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             _run_to_the_end(pipeline, runner, options)
 
         with worker_environment(worker_levels):
-            try:
-                attempt(pipeline, previous)
-            except Exception as error:
-                why = unreadable_carry(error) if previous.carry or previous.index_partitions else None
-                if why is None:
-                    raise
-                log.warning("%s: running again in full, which reads no previous chunk file", why)
-                best_effort(lambda: discard_staging(args.output, run_id), "delete the failed attempt's staging")
-                attempt(new_pipeline(options, runner), without_carry(previous, why))
+            _run_or_rerun_in_full(
+                attempt, pipeline, previous, lambda: discard_staging(args.output, run_id), options, runner
+            )
     manifest = Manifest.load_url(args.output)
     if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
         print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
     return manifest.to_dict()
+
+
+def _say_previous(previous: Previous, files: list[InputFile], incremental: bool) -> None:
+    """Log, for an incremental run, whether it carries rows and why, and how many files it does not read."""
+    if incremental:
+        log.info("%s", previous.reason)
+        if unchanged := len(previous.unchanged(files)):
+            log.info("%d of %d file(s) unchanged since the previous output: not read", unchanged, len(files))
+
+
+def _run_or_rerun_in_full(
+    attempt: Callable[[beam.Pipeline, Previous], None],
+    pipeline: beam.Pipeline,
+    previous: Previous,
+    discard: Callable[[], None],
+    options: PipelineOptions,
+    runner: PipelineRunner,
+) -> None:
+    """``attempt`` the run on ``pipeline``; if it failed on a previous chunk or index file it could not read
+    (:func:`~pipelines.incremental.unreadable_carry`), ``discard`` what it wrote and attempt it again in full
+    on a new pipeline, which reads no previous chunk file."""
+    try:
+        attempt(pipeline, previous)
+    except Exception as error:
+        why = unreadable_carry(error) if previous.carry or previous.index_partitions else None
+        if why is None:
+            raise
+        log.warning("%s: running again in full, which reads no previous chunk file", why)
+        best_effort(discard, "delete the failed attempt's files")
+        attempt(new_pipeline(options, runner), without_carry(previous, why))
 
 
 def _run_into_table(
@@ -286,20 +320,27 @@ def _run_into_table(
     options: PipelineOptions,
     worker_levels: tuple[str, str] | None,
 ) -> dict[str, Any]:
-    """:func:`run` into an Iceberg table: the tables are opened (created if missing) before anything is
-    written; a run that fails or is stopped before its commit leaves them as they were, its files deleted."""
-    if args.incremental or settings.output.incremental:
-        raise UsageError("--incremental into an Iceberg table is not supported yet: run it in full")
+    """:func:`run` into an Iceberg table: the tables are opened (created if missing) and the previous snapshot
+    read before anything is written; a run that fails or is stopped before its commit leaves them as they were,
+    its files deleted."""
     files = expand_inputs(args.input or [sample_corpus_glob()])
     target = open_table(table, settings.output.catalog)
-    notice_uncommitted_runs(target)
+    notice_orphans(target)
+    incremental = args.incremental or settings.output.incremental
+    previous, snapshot_id = read_previous_table(target, settings.fingerprint, incremental)
+    target = replace(target, snapshot_id=snapshot_id)
+    _say_previous(previous, files, incremental)
     run_id = new_run_id()
     log.info("reading %d file(s) into Iceberg table %s (settings %s)", len(files), table, settings.fingerprint)
     started = datetime.now(timezone.utc)
+
+    def attempt(pipeline: beam.Pipeline, previous: Previous) -> None:
+        build_pipeline(pipeline, files, settings, target, started, args.progress_seconds, run_id, previous)
+        _run_to_the_end(pipeline, runner, options)
+
     try:
         with worker_environment(worker_levels):
-            build_pipeline(pipeline, files, settings, target, started, args.progress_seconds, run_id)
-            _run_to_the_end(pipeline, runner, options)
+            _run_or_rerun_in_full(attempt, pipeline, previous, lambda: discard_run(target, run_id), options, runner)
     except (KeyboardInterrupt, Terminated) as stop:
         stop_commit(run_id)
         best_effort(lambda: discard_run(target, run_id), "delete this run's data files")

@@ -7,18 +7,23 @@
    schema is not zerda's is an ``OutputError`` (exit code 2) before any data file is written.
 2. Write: workers write the Parquet data files straight into each table's location,
    ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``), and keep
-   each file's footer and size (:class:`WrittenDataFile`).
+   each file's footer and size (:class:`WrittenDataFile`); the run's index and change files are staged in the
+   side folder beside the chunk table's location (:attr:`TableTarget.side_location`), as an incremental run
+   into a directory stages them (``pipelines.output.iceberg_incremental``).
 3. Commit (:class:`_CommitTable`, once, after every write): the accounting and the written rows are checked
-   against the manifest's counts, and one listing of the run's folders finds every file at its size; then the
-   rejects table, then the chunk table, get one snapshot each that replaces their data files with this run's
-   (an ``overwrite``; the first run's is an ``append``). No byte of data is copied or read again: the snapshot
-   names the files where the workers wrote them, with the statistics of their footers. The chunk table's snapshot
-   carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
+   against the manifest's counts, the table's current snapshot against the one read at launch, and one listing
+   of the run's folders finds every file at its size; the index and change files are moved into the run's side
+   folder with its whole manifest; then the rejects table, then the chunk table, get one snapshot each that
+   replaces their data files with this run's, but the files an incremental run keeps (an ``overwrite``; the
+   first run's is an ``append``). No byte of chunk data is copied or read again: the snapshot names the files
+   where the workers wrote them, with the statistics of their footers. The chunk table's snapshot carries the
+   run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
    ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run).
 
-A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and its
-data folder is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other
-fails with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted.
+A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and what it
+wrote is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other fails
+with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted. A killed
+run's files, and those only expired snapshots named, are orphans (:func:`orphan_files`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -39,18 +44,34 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
-from pipelines.output.build_manifest import BuildManifest, check_accounting, finish_manifest
-from pipelines.output.layout import CHUNK_SUFFIX, PARTITION_COLUMN, REJECTS_DIR
+from pipelines.output.build_manifest import check_accounting, finish_manifest
+from pipelines.output.layout import (
+    CHUNK_SUFFIX,
+    MANIFEST_FILE,
+    ORPHAN_HOURS,
+    PARTITION_COLUMN,
+    REJECTS_DIR,
+    STAGING_DIR,
+    TABLE_SCHEME,
+)
 from pipelines.output.lease import best_effort
+from pipelines.output.manifest import Manifest
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
+    DOCUMENTS,
+    CommitOnce,
+    Describe,
     StagedFile,
     _as_rows,
     _bucket_directory,
     _check_rows,
+    _move,
+    _remove,
+    _remove_if_empty,
     _StageParquet,
     _unless_stopped,
     _WriteParquet,
+    write_parquet,
 )
 from pipelines.redact import redact_url
 
@@ -58,14 +79,13 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from pipelines.input.expand import InputFile
-    from pipelines.settings import Settings
-
 log = logging.getLogger("zerda")
 
-SCHEME = "iceberg://"
+SCHEME = TABLE_SCHEME
 REJECTS_TABLE_SUFFIX = "__rejects"
 DATA_DIR = "data"  # in a table's location: data/<run_id>/...
+# beside the chunk table's location: <location>__zerda/<run_id>/_index, _changes, _manifest.json
+SIDE_SUFFIX = "__zerda"
 REJECT_FILES_DIR = "rejects"
 DEFAULT_CATALOG_NAME = "zerda"
 DEFAULT_WAREHOUSE = "out/warehouse"
@@ -142,10 +162,21 @@ class TableTarget:
     properties: Mapping[str, str]
     chunks_location: str
     rejects_location: str
+    snapshot_id: int | None = None  # the chunk table's current snapshot at launch: the one the commit replaces
 
     @property
     def rejects_name(self) -> str:
         return f"{self.name}{REJECTS_TABLE_SUFFIX}"
+
+    @property
+    def side_location(self) -> str:
+        """Where runs keep their index and change files, a folder per run (``<run_id>/_index/``, ``_changes/``,
+        ``_manifest.json``), and stage them: beside the table's location, not in it, so that a maintenance job
+        deleting the files in the location no snapshot names (Iceberg's orphan-file removal) leaves them."""
+        return f"{self.chunks_location}{SIDE_SUFFIX}"
+
+    def side_folder(self, run_id: str) -> str:
+        return f"{self.side_location}/{run_id}"
 
     @property
     def url(self) -> str:
@@ -169,8 +200,9 @@ def _load_catalog(name: str, properties: Mapping[str, str]) -> Catalog:
     return load_catalog(name, **{**known, **properties})
 
 
-def open_table(name: str, configured: Mapping[str, Any]) -> TableTarget:
-    """Load the catalog and the tables of ``name`` (created when missing): OutputError if it cannot be done."""
+def open_table(name: str, configured: Mapping[str, Any], *, create: bool = True) -> TableTarget:
+    """Load the catalog and the tables of ``name`` (created when missing, if ``create``): OutputError if it
+    cannot be done."""
     try:
         import pyiceberg  # noqa: F401
     except ImportError as err:
@@ -182,9 +214,12 @@ def open_table(name: str, configured: Mapping[str, Any]) -> TableTarget:
     except Exception as err:  # an unknown type, a missing driver, a server that does not answer
         raise OutputError(f"{where} cannot be opened: {_why(err)}") from err
     try:
-        catalog.create_namespace_if_not_exists(name.rsplit(".", 1)[0])
-        chunks = _load_or_create(catalog, name, TABLE_CHUNK_SCHEMA, partitioned=True)
-        rejects = _load_or_create(catalog, f"{name}{REJECTS_TABLE_SUFFIX}", REJECT_SCHEMA, partitioned=False)
+        if not create:
+            chunks, rejects = catalog.load_table(name), catalog.load_table(f"{name}{REJECTS_TABLE_SUFFIX}")
+        else:
+            catalog.create_namespace_if_not_exists(name.rsplit(".", 1)[0])
+            chunks = _load_or_create(catalog, name, TABLE_CHUNK_SCHEMA, partitioned=True)
+            rejects = _load_or_create(catalog, f"{name}{REJECTS_TABLE_SUFFIX}", REJECT_SCHEMA, partitioned=False)
     except OutputError:
         raise
     except Exception as err:
@@ -274,7 +309,9 @@ class _WriteDataFiles(_StageParquet):
 class _WriteTable(_WriteParquet):
     """The directory output's writers' settings; files end in ``.parquet`` and come with their footers."""
 
-    def _write(self, schema: pa.Schema, directory_of: Any, group_by: str | None = None) -> beam.ParDo:
+    def _write(
+        self, schema: pa.Schema, directory_of: Any, group_by: str | None = None, describe: Describe | None = None
+    ) -> beam.ParDo:
         return beam.ParDo(
             _WriteDataFiles(
                 self._output,
@@ -285,16 +322,27 @@ class _WriteTable(_WriteParquet):
                 self._compression,
                 self._max_rows,
                 group_by,
+                describe,
                 folder=self._folder,
             )
         )
 
 
-class WriteTableChunks(_WriteTable):
-    """Chunk row lists -> Parquet data files in the chunk table's location, a folder per bucket."""
+class WriteDescribedTableChunks(_WriteTable):
+    """Chunk row lists -> Parquet data files in the chunk table's location, a folder per bucket (``files``), and
+    each document described with the file that holds its rows (``documents``), by the file's path in the
+    bucket folders, ``density_bucket=K/part-<uuid>.parquet``: the name an index gives it
+    (``pipelines.incremental``), which a rewrite of the file in a later run keeps."""
 
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return rows | "StageChunks" >> self._write(TABLE_CHUNK_SCHEMA, _bucket_directory, "source")
+    def __init__(
+        self, output: str, run_id: str, compression: str, max_rows: int, folder: str, describe: Describe
+    ) -> None:
+        super().__init__(output, run_id, compression, max_rows, folder)
+        self._describe = describe
+
+    def expand(self, rows: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        stage = self._write(TABLE_CHUNK_SCHEMA, _bucket_directory, "source", self._describe)
+        return rows | "StageChunks" >> stage.with_outputs(DOCUMENTS, main="files")
 
 
 class WriteTableRejects(_WriteTable):
@@ -308,64 +356,46 @@ def _rejects(_: Any) -> str:
     return REJECT_FILES_DIR
 
 
-def write_table(
-    pipeline: beam.Pipeline,
-    files: list[InputFile],
-    settings: Settings,
-    target: TableTarget,
-    started: datetime,
-    progress_seconds: float,
-    run_id: str,
-) -> beam.PCollection:
-    """The job into an Iceberg table: read, chunk (as ``pipelines.cli.rechunk.build_pipeline`` does for a directory),
-    write the data files, build the manifest, commit. Returns the PCollection of the committed manifest."""
-    from pipelines.chunking import ChunkDocuments
-    from pipelines.input.read import ReadCorpus
+def write_data_file(location: str, path: str, table: pa.Table, compression: str) -> WrittenDataFile:
+    """``table`` (chunk rows of one bucket) as a new data file at ``path`` in the table's ``location``, with its
+    footer and size, as the workers' writers give theirs."""
+    fs, root = url_to_fs(location)
+    full = posixpath.join(root, path)
+    fs.makedirs(posixpath.dirname(full), exist_ok=True)
+    footer, size = write_parquet(fs, full, path, table, compression)
+    directory = posixpath.basename(posixpath.dirname(path))
+    return WrittenDataFile(directory, path, table.num_rows, footer=footer, size=size)
 
-    read = pipeline | "ReadCorpus" >> ReadCorpus(files, settings.input)
-    chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
-    chunked = read.records | "ChunkDocuments" >> chunk_documents
-    rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
-    compression, max_rows = settings.output.compression, settings.output.max_rows_per_file
-    folder = f"{DATA_DIR}/{run_id}"
-    chunk_files = chunked.chunks | "WriteChunks" >> WriteTableChunks(
-        target.chunks_location, run_id, compression, max_rows, folder
-    )
-    reject_files = rejects | "WriteRejects" >> WriteTableRejects(
-        target.rejects_location, run_id, compression, max_rows, folder
-    )
-    manifest = {
-        "summaries": chunked.summaries,
-        "rejects": rejects,
-        "reports": read.files,
-    } | "Manifest" >> BuildManifest(
-        settings=settings.to_dict(), fingerprint=settings.fingerprint, output=target.url, started=started
-    )
-    return (
-        read.records.pipeline
-        | "Once" >> beam.Create([None])
-        | "CommitTable"
-        >> beam.ParDo(
-            _CommitTable(target, run_id),
-            beam.pvalue.AsList(chunk_files),
-            beam.pvalue.AsList(reject_files),
-            beam.pvalue.AsSingleton(manifest),
-        )
-    )
+
+class CommitTable(CommitOnce):
+    """:class:`~pipelines.output.write.CommitOnce` into the tables (:class:`_CommitTable`) -> the committed
+    manifest; the run's index and change files go to its side folder."""
+
+    def __init__(self, target: TableTarget, run_id: str) -> None:
+        super().__init__(_CommitTable(target, run_id))
 
 
 class _CommitTable(beam.DoFn):
-    """Checks the counts, then commits the rejects table and the chunk table: one snapshot each."""
+    """Checks the counts, publishes the run's index and change files in its side folder, then commits the
+    rejects table and the chunk table: one snapshot each. The chunk snapshot keeps the previous data files the
+    run kept (an incremental run's unchanged documents) and replaces every other."""
 
     def __init__(self, target: TableTarget, run_id: str) -> None:
         self._target = target
         self._run_id = run_id
 
-    def process(self, _: None, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict):
+    def process(
+        self,
+        _: None,
+        chunk_files: list[StagedFile],
+        reject_files: list[StagedFile],
+        manifest: dict,
+        side_files: list[StagedFile],
+    ):
         check_accounting(manifest)
         _check_rows([*chunk_files, *(replace(f, directory=REJECTS_DIR) for f in reject_files)], manifest)
         try:
-            yield self._commit(chunk_files, reject_files, manifest)
+            yield self._commit(chunk_files, reject_files, manifest, side_files)
         except Explained:  # a CommitError, a TableConflict, a stop: they say what happened
             raise
         except Exception as err:  # the catalog or the storage failed (down, locked, denied)
@@ -374,32 +404,87 @@ class _CommitTable(beam.DoFn):
                 f"the commit to Iceberg table {name!r} failed ({_why(err)}); it keeps its previous snapshot"
             ) from err
 
-    def _commit(self, chunk_files: list[StagedFile], reject_files: list[StagedFile], manifest: dict) -> dict:
+    def _commit(
+        self,
+        chunk_files: list[StagedFile],
+        reject_files: list[StagedFile],
+        manifest: dict,
+        side_files: list[StagedFile],
+    ) -> dict:
         target, run_id = self._target, self._run_id
         catalog = target.catalog()
         chunks, rejects = catalog.load_table(target.name), catalog.load_table(target.rejects_name)
-        chunk_data = _data_files(chunks, target.chunks_location, run_id, chunk_files)
+        _check_base(chunks, target.snapshot_id)
+        kept = {f"{target.chunks_location}/{f.path}" for f in chunk_files if f.kept}
+        new_files = [f for f in chunk_files if not f.kept]
+        chunk_data = _data_files(chunks, target.chunks_location, run_id, new_files)
         reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
+        final = without_credentials(finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc)))
+        final["output"] |= {"root": target.url, "table": target.name, "rejects_table": target.rejects_name}
+        _unless_stopped(run_id, lambda: publish_side_files(target, run_id, side_files, final))
         rejects_before = rejects.current_snapshot()
         rejects_snapshot = _unless_stopped(run_id, lambda: _replace_data(rejects, reject_data, {RUN_ID_KEY: run_id}))
-        final = finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc))
-        final["output"] = {
-            "root": target.url,
-            "table": target.name,
-            "rejects_table": target.rejects_name,
-            "rejects_snapshot_id": rejects_snapshot,
-            "files": [],
-        }
+        final["output"]["rejects_snapshot_id"] = rejects_snapshot
         properties = snapshot_properties(final, run_id)
         try:
-            snapshot = _unless_stopped(run_id, lambda: _replace_data(chunks, chunk_data, properties))
+            snapshot = _unless_stopped(run_id, lambda: _replace_data(chunks, chunk_data, properties, kept))
         except BaseException:
             before = None if rejects_before is None else rejects_before.snapshot_id
             best_effort(lambda: undo_snapshot(rejects, rejects_snapshot, before), "roll the rejects table back")
             raise
         final["output"]["snapshot_id"] = snapshot
-        log.info("committed snapshot %d of %s (%d data files)", snapshot, target.name, len(chunk_data))
+        log.info(
+            "committed snapshot %d of %s (%d data files added, %d kept)",
+            snapshot,
+            target.name,
+            len(chunk_data),
+            len(kept),
+        )
         return final
+
+
+def _check_base(table: Table, base: int | None) -> None:
+    """TableConflict unless the table's current snapshot is the one the run read at launch: its index, its
+    changes and the files it keeps were decided against that snapshot (another run, or another program,
+    committed since)."""
+    current = table.current_snapshot()
+    found = None if current is None else current.snapshot_id
+    if found != base:
+        raise TableConflict(
+            f"Iceberg table {'.'.join(table.name())!r} changed while this run wrote (another run committed?): "
+            f"its current snapshot is {found}, not {base} as at launch; not committing"
+        )
+
+
+def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile], manifest: Mapping[str, Any]) -> None:
+    """Put the run's index and change files in its side folder and write its whole manifest beside them
+    (``_manifest.json``: the files with their rows and sizes, and the input files' stamps that let the next
+    incremental run skip unchanged files); then delete the run's staging.
+
+    The change files were written there (``TableIncrementally``); the index files, one a partition, are moved
+    from the staging to their names. One listing of the folder finds each file and its size (no file is read
+    again), and deletes the change files no element names (a retried bundle's)."""
+    fs, root = url_to_fs(target.side_location)
+    root = posixpath.normpath(root)
+    folder = f"{root}/{run_id}"
+    waiting = set(fs.find(f"{root}/{STAGING_DIR}/{run_id}"))  # not yet moved (a retried commit moved some)
+    _move(fs, root, [(f, f"{run_id}/{f.committed_path}") for f in staged if f"{root}/{f.path}" in waiting])
+    sizes = {posixpath.relpath(path, folder): info.get("size") for path, info in fs.find(folder, detail=True).items()}
+    named = {f.committed_path for f in staged}
+    missing = sorted(named - sizes.keys())
+    if missing:
+        raise CommitError(f"the run's side file {missing[0]} is missing: not committing (another run writing?)")
+    _remove(fs, [f"{folder}/{path}" for path in sizes.keys() - named])
+    entries = [{"path": f.committed_path, "rows": f.rows, "bytes": sizes[f.committed_path]} for f in staged]
+    side_manifest = {**manifest, "output": {**manifest["output"], "files": sorted(entries, key=lambda e: e["path"])}}
+    fs.pipe_file(f"{folder}/{MANIFEST_FILE}", Manifest(side_manifest).dumps().encode())
+    _remove_staging(fs, root, run_id)
+
+
+def _remove_staging(fs: Any, root: str, run_id: str) -> None:
+    """Delete the run's staging in the side folder, and the staging folder once no run's is left in it."""
+    _remove(fs, f"{root}/{STAGING_DIR}/{run_id}", recursive=True)
+    _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
 
 
 def _data_files(table: Table, location: str, run_id: str, written: list[StagedFile]) -> list[Any]:
@@ -451,9 +536,12 @@ def _data_files(table: Table, location: str, run_id: str, written: list[StagedFi
     return data_files
 
 
-def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, str]) -> int:
-    """One snapshot in which ``data_files`` replace every data file of the table; its id. A conflict (another
-    commit since the table was loaded) is a CommitError and leaves the table as the other commit made it."""
+def _replace_data(
+    table: Table, data_files: list[Any], properties: Mapping[str, str], keep: Container[str] = frozenset()
+) -> int:
+    """One snapshot in which ``data_files`` replace every data file of the table but those in ``keep`` (paths);
+    its id. A conflict (another commit since the table was loaded) is a CommitError and leaves the table as the
+    other commit made it."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     try:
@@ -462,7 +550,8 @@ def _replace_data(table: Table, data_files: list[Any], properties: Mapping[str, 
             transaction.update_snapshot(snapshot_properties=dict(properties)).overwrite() as overwrite,
         ):
             for old in _current_data_files(transaction.table_metadata, table.io):
-                overwrite.delete_data_file(old)
+                if old.file_path not in keep:
+                    overwrite.delete_data_file(old)
             for new in data_files:
                 overwrite.append_data_file(new)
     except (CommitFailedException, ValidationException) as err:  # pyiceberg retries, then checks for conflicts
@@ -501,17 +590,22 @@ def _current_data_files(metadata: Any, io: Any) -> Iterator[Any]:
                 yield entry.data_file
 
 
-def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
-    """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
-    ``zerda.manifest`` (not the list of input files: its size grows with the corpus; the settings' catalog
-    properties without credentials), and the counts most asked for as flat keys."""
-    counts = manifest["counts"]
-    kept = {key: value for key, value in manifest.items() if key != "inputs"}
-    settings = json.loads(json.dumps(kept.get("settings", {})))
+def without_credentials(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest with its settings' catalog properties without credentials (a catalog uri may hold a
+    password): as the snapshot's summary and the run's side folder keep it."""
+    settings = json.loads(json.dumps(manifest.get("settings", {})))
     catalog = settings.get("output", {}).get("catalog")
     if isinstance(catalog, dict):
         settings["output"]["catalog"] = {key: redact_url(str(value)) for key, value in catalog.items()}
-    kept["settings"] = settings
+    return {**manifest, "settings": settings}
+
+
+def snapshot_properties(manifest: Mapping[str, Any], run_id: str) -> dict[str, str]:
+    """The run's manifest as snapshot summary properties (strings): the whole of it as JSON under
+    ``zerda.manifest`` (not the list of input files: its size grows with the corpus), and the counts most
+    asked for as flat keys."""
+    counts = manifest["counts"]
+    kept = {key: value for key, value in manifest.items() if key != "inputs"}
     properties = {
         RUN_ID_KEY: run_id,
         MANIFEST_KEY: json.dumps(kept, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
@@ -560,51 +654,132 @@ def run_snapshot(table: Table, run_id: str) -> int | None:
     return None
 
 
-def uncommitted_runs(target: TableTarget) -> list[str]:
-    """The data folders (URLs) of runs that no snapshot of their table names: a killed run's files, or those of
-    a run writing now. A run's files are its folder's, and named by its snapshot only (each run replaces every
-    file), so a folder no snapshot names holds no file a reader can reach."""
+_RUN_STARTED = re.compile(r"(\d{8}T\d{6}Z)-")  # a run id begins with its start time (write.new_run_id)
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A file in a table's data folder or the side folder that no snapshot names, and the run that wrote it."""
+
+    url: str
+    run_id: str
+    started: datetime
+
+
+def orphan_files(target: TableTarget, older_than_hours: float = ORPHAN_HOURS) -> list[Orphan]:
+    """The files runs wrote that no snapshot names, of runs started more than ``older_than_hours`` ago (a run
+    writing now has files no snapshot names yet): a killed run's data and side files, and, once snapshots are
+    expired, the files only they named. A data file is an orphan when no snapshot of its table lists it (an
+    incremental run keeps the files of unchanged documents, so one run's folder may hold files of many
+    snapshots); a side folder when no snapshot of the chunk table is its run's. Files outside a run's folder
+    (not zerda's) are never listed."""
     catalog = target.catalog()
-    found = []
+    cutoff = datetime.now(timezone.utc).timestamp() - older_than_hours * 3600
+    found: list[Orphan] = []
     for name, location in ((target.name, target.chunks_location), (target.rejects_name, target.rejects_location)):
         table = catalog.load_table(name)
-        committed = {s.summary.additional_properties.get(RUN_ID_KEY) for s in table.snapshots() if s.summary}
-        fs, root = url_to_fs(location)
-        try:
-            entries = fs.ls(posixpath.join(root, DATA_DIR), detail=False)
-        except FileNotFoundError:
-            continue
-        found += [fs.unstrip_protocol(e) for e in entries if posixpath.basename(e.rstrip("/")) not in committed]
-    return sorted(found)
+        named = _named_files(table)
+        found += [o for o in _run_files(f"{location}/{DATA_DIR}") if o.url not in named]
+    runs = {
+        s.summary.additional_properties.get(RUN_ID_KEY)
+        for s in catalog.load_table(target.name).snapshots()
+        if s.summary
+    }
+    found += [o for o in _run_files(target.side_location) if o.run_id not in runs]
+    return sorted((o for o in found if o.started.timestamp() <= cutoff), key=lambda o: o.url)
 
 
-def notice_uncommitted_runs(target: TableTarget) -> None:
-    """Log the data folders of :func:`uncommitted_runs`, if any: only a notice, whatever the storage says."""
+def _named_files(table: Table) -> set[str]:
+    """The paths of the data files every snapshot of ``table`` holds (a manifest shared by snapshots read once)."""
+    named: set[str] = set()
+    seen: set[str] = set()
+    for snapshot in table.snapshots():
+        for manifest_file in snapshot.manifests(table.io):
+            if manifest_file.manifest_path in seen:
+                continue
+            seen.add(manifest_file.manifest_path)
+            named.update(
+                e.data_file.file_path for e in manifest_file.fetch_manifest_entry(table.io, discard_deleted=True)
+            )
+    return named
+
+
+def _run_files(folder: str) -> Iterator[Orphan]:
+    """Each file below ``folder``'s run folders (``<run_id>/...``, or ``_staging/<run_id>/...``), with its run."""
+    fs, root = url_to_fs(folder)
+    root = posixpath.normpath(root)
     try:
-        leftover = uncommitted_runs(target)
-    except Exception as err:
-        log.debug("could not list the data folders of %s: %s", target.name, _why(err))
+        paths = fs.find(root)
+    except FileNotFoundError:
         return
-    if leftover:
-        shown = ", ".join(leftover[:3]) + (", ..." if len(leftover) > 3 else "")
+    for path in paths:
+        parts = posixpath.relpath(path, root).split("/")
+        run_id = parts[1] if parts[0] == STAGING_DIR and len(parts) > 2 else parts[0]
+        started = _RUN_STARTED.match(run_id)
+        if len(parts) > 1 and started:
+            when = datetime.strptime(started.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+            yield Orphan(fs.unstrip_protocol(path), run_id, when)
+
+
+def remove_orphans(orphans: list[Orphan]) -> None:
+    """Delete the files :func:`orphan_files` listed, then the run folders they leave empty."""
+    for orphan in orphans:
+        fs, path = url_to_fs(orphan.url)
+        _remove(fs, path)
+    for folder in sorted({_run_folder(orphan) for orphan in orphans}):
+        fs, path = url_to_fs(folder)
+        below = fs.find(path, withdirs=True, detail=True).items()
+        for empty in sorted((p for p, info in below if info["type"] == "directory"), key=len, reverse=True):
+            _remove_if_empty(fs, empty)
+        _remove_if_empty(fs, path)
+        if posixpath.basename(posixpath.dirname(path)) == STAGING_DIR:
+            _remove_if_empty(fs, posixpath.dirname(path))
+
+
+def _run_folder(orphan: Orphan) -> str:
+    """The folder of the run that wrote an orphan (``.../<run_id>``)."""
+    folder = posixpath.dirname(orphan.url)
+    while folder and posixpath.basename(folder) != orphan.run_id:
+        folder = posixpath.dirname(folder)
+    return folder
+
+
+def notice_orphans(target: TableTarget) -> None:
+    """Log how many orphan files (:func:`orphan_files`) runs left, if any: only a notice, whatever the storage
+    says."""
+    try:
+        orphans = orphan_files(target)
+    except Exception as err:
+        log.debug("could not list the orphan files of %s: %s", target.name, _why(err))
+        return
+    if orphans:
+        runs = sorted({o.run_id for o in orphans})
         log.warning(
-            "%d data folder(s) of %s that no snapshot names (killed runs', or a run's writing now): %s; delete them "
-            "when no run is writing (docs/iceberg.md)",
-            len(leftover),
+            "%d file(s) of %d run(s) that no snapshot of %s names (killed runs', or expired snapshots'), e.g. %s: "
+            "zerda-report %s --orphans --remove deletes them (docs/iceberg.md)",
+            len(orphans),
+            len(runs),
             target.name,
-            shown,
+            redact_url(orphans[0].url),
+            target.url,
         )
 
 
 def discard_run(target: TableTarget, run_id: str) -> None:
-    """Delete the data files ``run_id`` wrote into each table it did not commit to (nothing names them)."""
+    """Delete what ``run_id`` wrote that nothing names: its data files in each table it did not commit to, its
+    staging, and its side folder unless its chunk snapshot is committed."""
     catalog = target.catalog()
+    committed = False
     for name, location in ((target.name, target.chunks_location), (target.rejects_name, target.rejects_location)):
         if run_snapshot(catalog.load_table(name), run_id) is None:
             fs, root = url_to_fs(location)
-            folder = posixpath.join(root, DATA_DIR, run_id)
-            if fs.exists(folder):
-                fs.rm(folder, recursive=True)
+            _remove(fs, posixpath.join(root, DATA_DIR, run_id), recursive=True)
+        elif name == target.name:
+            committed = True
+    fs, root = url_to_fs(target.side_location)
+    _remove_staging(fs, root, run_id)
+    if not committed:
+        _remove(fs, posixpath.join(root, run_id), recursive=True)
 
 
 def conflict_line(error: BaseException) -> str | None:

@@ -22,6 +22,10 @@ REJECT_SUFFIX = ".pq"
 # The document index of a run and the chunk ids it added and removed (pipelines.incremental); .pq like rejects.
 INDEX_DIR = "_index"
 CHANGES_DIR = "_changes"
+# An Iceberg table output, --output iceberg://NAMESPACE.TABLE (pipelines.output.iceberg); its files no snapshot names
+# are orphans once the run that wrote them started this long ago (a younger run may be writing still).
+TABLE_SCHEME = "iceberg://"
+ORPHAN_HOURS = 72.0
 
 
 # Buckets a run may have: each is a folder, a summary row and a histogram bar. Densities are stored with four

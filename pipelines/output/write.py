@@ -455,8 +455,17 @@ class WriteRejects(_WriteParquet):
 class WriteRows(_WriteParquet):
     """Lists of rows of ``schema`` -> staged ``.pq`` files for one OUTPUT folder (``_index``, ``_changes``)."""
 
-    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str, max_rows: int):
-        super().__init__(output, run_id, compression, max_rows)
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        schema: pa.Schema,
+        directory: str,
+        compression: str,
+        max_rows: int,
+        folder: str | None = None,
+    ):
+        super().__init__(output, run_id, compression, max_rows, folder)
         self._schema, self._directory = schema, directory
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
@@ -464,10 +473,13 @@ class WriteRows(_WriteParquet):
         return rows | "StageRows" >> self._stage(self._schema, lambda _: directory, REJECT_SUFFIX)
 
 
-def staging_path(output: str, run_id: str, directory: str, suffix: str) -> tuple[Any, str, str]:
-    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder."""
+def staging_path(
+    output: str, run_id: str, directory: str, suffix: str, folder: str | None = None
+) -> tuple[Any, str, str]:
+    """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder (or in
+    ``folder``, a path in OUTPUT)."""
     fs, root = url_to_fs(output)
-    relative = f"{STAGING_DIR}/{run_id}/{directory}/part-{uuid.uuid4().hex}{suffix}"
+    relative = f"{folder or f'{STAGING_DIR}/{run_id}'}/{directory}/part-{uuid.uuid4().hex}{suffix}"
     path = f"{posixpath.normpath(root)}/{relative}"
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     return fs, path, relative
@@ -481,30 +493,51 @@ def stage_table(
     suffix: str,
     compression: str,
     row_group_size: int | None = None,
+    folder: str | None = None,
 ) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
-    fs, path, relative = staging_path(output, run_id, directory, suffix)
-    with fs.open(path, "wb") as f:
-        dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
-        marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
-        pq.write_table(
-            marked,
-            f,
-            row_group_size=row_group_size,
-            compression=compression,
-            use_dictionary=dictionary,
-            write_page_checksum=True,
-        )
+    fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
+    write_parquet(fs, path, relative, table, compression, row_group_size)
     return StagedFile(directory, relative, table.num_rows)
+
+
+def write_parquet(
+    fs: AbstractFileSystem,
+    path: str,
+    relative: str,
+    table: pa.Table,
+    compression: str,
+    row_group_size: int | None = None,
+) -> tuple[Any, int]:
+    """Write ``table`` as one Parquet file at ``path`` as the row writer writes its files (its footer naming
+    ``relative``, a CRC per page); the file's footer (``pyarrow.parquet.FileMetaData``) and its size."""
+    dictionary = [name for name in table.schema.names if name in REPEATED_COLUMNS]
+    marked = table.replace_schema_metadata({**(table.schema.metadata or {}), STAGED_KEY: relative.encode()})
+    with fs.open(path, "wb") as f:
+        writer = pq.ParquetWriter(
+            f, marked.schema, compression=compression, use_dictionary=dictionary, write_page_checksum=True
+        )
+        writer.write_table(marked, row_group_size=row_group_size)
+        writer.close()
+        size = f.tell()
+    return writer.writer.metadata, size
 
 
 class EmptyFileIfNone(beam.PTransform):
     """The staged files of one folder, plus an empty file of ``schema`` when there are none: the folder
     always exists, so a documented query such as ``read_parquet('OUTPUT/_rejects/*')`` never fails."""
 
-    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str) -> None:
+    def __init__(
+        self,
+        output: str,
+        run_id: str,
+        schema: pa.Schema,
+        directory: str,
+        compression: str,
+        folder: str | None = None,
+    ) -> None:
         super().__init__()
-        self._empty = _StageEmptyIfNone(output, run_id, schema, directory, compression)
+        self._empty = _StageEmptyIfNone(output, run_id, schema, directory, compression, folder)
 
     def expand(self, staged: beam.PCollection) -> beam.PCollection:
         # One DoFn re-emits the staged files (a side input) and adds the empty one, rather than a Flatten of the
@@ -518,15 +551,20 @@ class EmptyFileIfNone(beam.PTransform):
 
 
 class _StageEmptyIfNone(beam.DoFn):
-    def __init__(self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str) -> None:
+    def __init__(
+        self, output: str, run_id: str, schema: pa.Schema, directory: str, compression: str, folder: str | None
+    ) -> None:
         self._output, self._run_id, self._schema = output, run_id, schema
-        self._directory, self._compression = directory, compression
+        self._directory, self._compression, self._folder = directory, compression, folder
 
     def process(self, _: None, staged: list[StagedFile]) -> Iterator[StagedFile]:
         yield from staged
         if not staged:
             empty = self._schema.empty_table()
-            yield stage_table(self._output, self._run_id, self._directory, empty, REJECT_SUFFIX, self._compression)
+            directory, compression = self._directory, self._compression
+            yield stage_table(
+                self._output, self._run_id, directory, empty, REJECT_SUFFIX, compression, None, self._folder
+            )
 
 
 def _as_rows(reject: Reject) -> list[dict[str, Any]]:
@@ -776,17 +814,14 @@ def _publish(
     return final_manifest
 
 
-class CommitOutput(beam.PTransform):
-    """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> the final manifest.
+class CommitOnce(beam.PTransform):
+    """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> what the DoFn ``commit`` yields:
+    it runs once, after every staged write and the manifest are complete (they are its side inputs: the chunk
+    files, the reject files, the manifest, and the files of any other key, such as ``_index`` and ``_changes``)."""
 
-    Runs once, after every staged write and the manifest are complete (they are its side inputs). Any
-    other key is a StagedFile PCollection too (the ``_index`` and ``_changes`` files), committed alike.
-    """
-
-    def __init__(self, output: str, run_id: str | None = None) -> None:
+    def __init__(self, commit: beam.DoFn) -> None:
         super().__init__()
-        self._output = absolute_url(output)
-        self._run_id = run_id
+        self._commit = commit
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         pipeline = pcolls["manifest"].pipeline
@@ -797,10 +832,18 @@ class CommitOutput(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Commit"
             >> beam.ParDo(
-                _Commit(self._output, self._run_id),
+                self._commit,
                 beam.pvalue.AsList(pcolls["chunks"]),
                 beam.pvalue.AsList(pcolls["rejects"]),
                 beam.pvalue.AsSingleton(pcolls["manifest"]),
                 beam.pvalue.AsList(other_files),
             )
         )
+
+
+class CommitOutput(CommitOnce):
+    """:class:`CommitOnce` into a directory (:class:`_Commit`) -> the final manifest; the ``_index`` and
+    ``_changes`` files are committed as the chunks are."""
+
+    def __init__(self, output: str, run_id: str | None = None) -> None:
+        super().__init__(_Commit(absolute_url(output), run_id))

@@ -1,4 +1,8 @@
-"""``zerda-report OUTPUT [--html FILE [--force]]`` and ``zerda-report --verify OUTPUT``: the command line."""
+"""``zerda-report OUTPUT [--html FILE [--force]]`` and ``zerda-report --verify OUTPUT``: the command line.
+
+OUTPUT may be a table, ``iceberg://NAMESPACE.TABLE`` (``--config`` names its catalog, ``--snapshot`` an
+earlier snapshot; ``--orphans [--remove]`` lists or deletes the files no snapshot names): ``pipelines.report.table``.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ from fsspec.implementations.local import LocalFileSystem
 import zerda_core
 from pipelines.errors import OutputError
 from pipelines.output.identity import local_paths_below, relative_to
+from pipelines.output.layout import ORPHAN_HOURS
 from pipelines.redact import bounded, install, redact_url, remember_credentials
 from pipelines.report.page import GENERATOR, render_html
 from pipelines.report.scan import load_report
+from pipelines.report.table import is_table, load_table_report, orphans_text
 from pipelines.report.text import render_text
 from pipelines.report.verify import render_verification, verify_output
 from pipelines.terminal_table import visible_line, write_stdout
@@ -31,7 +37,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="zerda-report", description="Summarise a finished zerda output: buckets, sizes, languages, rejects."
     )
-    parser.add_argument("output", help="the pipeline's OUTPUT: a local path or fsspec URL (s3://, gs://, ...)")
+    parser.add_argument(
+        "output",
+        help="the pipeline's OUTPUT: a local path or fsspec URL (s3://, gs://, ...), or iceberg://NAMESPACE.TABLE",
+    )
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (path or fsspec URL)")
     parser.add_argument(
@@ -42,6 +51,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="instead of the report, read every chunk and reject file whole, checking each page's checksum, the"
         " files' sizes and rows and the manifest's counts: exit 0 when all match, 1 naming each damaged file",
+    )
+    table = parser.add_argument_group("an Iceberg table (iceberg://NAMESPACE.TABLE; docs/iceberg.md)")
+    table.add_argument("--config", metavar="YAML", help="the run settings whose output.catalog names the catalog")
+    table.add_argument("--snapshot", metavar="ID", type=int, help="report this snapshot, not the current one")
+    action.add_argument(
+        "--orphans",
+        action="store_true",
+        help="instead of the report, list the files runs wrote into the table's folders that no snapshot names "
+        "(a killed run's, an expired snapshot's)",
+    )
+    table.add_argument("--remove", action="store_true", help="with --orphans: delete them")
+    table.add_argument(
+        "--older-than",
+        metavar="HOURS",
+        type=float,
+        default=ORPHAN_HOURS,
+        help="with --orphans: only the files of runs started more than HOURS ago (default %(default)g: a younger "
+        "run may be writing still)",
     )
     parser.add_argument("--version", action="version", version=f"zerda-report {zerda_core.__version__}")
     return parser.parse_args(argv)
@@ -54,10 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     for url in (args.output, args.html or ""):
         remember_credentials(url)  # a storage library may echo them in an error, as a bucket name
+    table = is_table(args.output)
+    if not table and (args.config or args.snapshot is not None or args.orphans):
+        return _refused("--config, --snapshot and --orphans are for a table, iceberg://NAMESPACE.TABLE")
+    if args.remove and not args.orphans:
+        return _refused("--remove goes with --orphans")
     if args.verify:
-        return _verify(args.output)
+        return _verify(args.output) if not table else _refused("--verify reads a directory output, not a table")
+    if args.orphans:
+        return _orphans(args)
     try:
-        report = load_report(args.output)
+        report = load_table_report(args.output, args.config, args.snapshot) if table else load_report(args.output)
     except OutputError as err:
         return _refused(str(err))
     if args.html:  # written before anything is printed: a page that cannot be written is one error line
@@ -87,6 +121,18 @@ def _verify(output: str) -> int:
         print("zerda-report: the verdict could not be written to stdout", file=sys.stderr)
         return EXIT_NOT_PRINTED
     return EXIT_DAMAGED if result.problems else 0
+
+
+def _orphans(args: argparse.Namespace) -> int:
+    """``--orphans [--remove]``: the list on stdout; exit 0, or 2 when the table cannot be read."""
+    try:
+        text = orphans_text(args.output, args.config, args.older_than, args.remove)
+    except OutputError as err:
+        return _refused(str(err))
+    if not write_stdout(text):
+        print("zerda-report: the list could not be written to stdout", file=sys.stderr)
+        return EXIT_NOT_PRINTED
+    return 0
 
 
 def _refused(message: str) -> int:

@@ -96,16 +96,27 @@ def _matches(path: str, pattern: str) -> bool:
     )
 
 
-def scan_chunks(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None) -> tuple[Group, ...]:
-    """Chunks and first chunks (one per document) by bucket, size and language, aggregated while streaming.
+def chunk_files(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None) -> list[str]:
+    """The chunk files of a directory output: only files under ``density_bucket=K/`` count, so a stray temp
+    folder in OUTPUT never adds rows."""
+    return _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"), listed)
 
-    Only files under ``density_bucket=K/`` count, so a stray temp folder in OUTPUT never adds rows.
-    """
-    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"), listed)
+
+def chunk_dataset(fs: fsspec.AbstractFileSystem, files: list[str], root: str | None = None) -> ds.Dataset | None:
+    """The chunk rows of ``files``, ``density_bucket`` a column: from the Hive folders below ``root`` (a
+    directory output's files do not hold it), or from the files themselves (a table's data files do)."""
     if not files:
-        return ()
+        return None
+    if root is None:
+        return ds.dataset(files, filesystem=fs, format="parquet")
     partitioning = ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.int32())]), flavor="hive")
-    dataset = ds.dataset(files, filesystem=fs, format="parquet", partitioning=partitioning, partition_base_dir=root)
+    return ds.dataset(files, filesystem=fs, format="parquet", partitioning=partitioning, partition_base_dir=root)
+
+
+def scan_chunks(dataset: ds.Dataset | None) -> tuple[Group, ...]:
+    """Chunks and first chunks (one per document) by bucket, size and language, aggregated while streaming."""
+    if dataset is None:
+        return ()
     is_first = pc.equal(pc.field("chunk_index"), 0).cast(pa.int64())
     plan = acero.Declaration.from_sequence(
         [
@@ -130,16 +141,8 @@ def scan_chunks(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | No
     )
 
 
-def _chunk_dataset(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None) -> ds.Dataset | None:
-    files = _parquet_files(fs, posixpath.join(root, f"{PARTITION_COLUMN}=*", f"*{CHUNK_SUFFIX}"), listed)
-    return ds.dataset(files, filesystem=fs, format="parquet") if files else None
-
-
-def scan_sources(
-    fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None
-) -> dict[str, tuple[int, int, int]]:
+def scan_sources(dataset: ds.Dataset | None) -> dict[str, tuple[int, int, int]]:
     """Per source file: (documents, chunks, characters), aggregated while streaming three columns."""
-    dataset = _chunk_dataset(fs, root, listed)
     if dataset is None:
         return {}
     is_first = pc.equal(pc.field("chunk_index"), 0).cast(pa.int64())
@@ -169,11 +172,13 @@ def scan_sources(
     return {row["source"]: (row["documents"], row["chunks"], row["characters"]) for row in plan.to_table().to_pylist()}
 
 
-def read_rejects(
-    fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None
-) -> tuple[dict[str, int], tuple[RejectedFile, ...]]:
-    """Rejected records by reason, and by file (most rejects first), from ``_rejects/`` (absent when none)."""
-    files = _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"), listed)
+def reject_files(fs: fsspec.AbstractFileSystem, root: str, listed: list[str] | None = None) -> list[str]:
+    """The reject files of a directory output, in ``_rejects/`` (absent when none)."""
+    return _parquet_files(fs, posixpath.join(root, REJECTS_DIR, f"*{REJECT_SUFFIX}"), listed)
+
+
+def read_rejects(fs: fsspec.AbstractFileSystem, files: list[str]) -> tuple[dict[str, int], tuple[RejectedFile, ...]]:
+    """Rejected records by reason, and by file (most rejects first), from the reject ``files``."""
     if not files:
         return {}, ()
     dataset = ds.dataset(files, filesystem=fs, format="parquet")
@@ -199,21 +204,20 @@ def _most_first(counts: Mapping[str, int]) -> list[tuple[str, int]]:
 
 
 def read_samples(
-    fs: fsspec.AbstractFileSystem, root: str, per_bucket: int = SAMPLES_PER_BUCKET, listed: list[str] | None = None
+    fs: fsspec.AbstractFileSystem, files: list[str], per_bucket: int = SAMPLES_PER_BUCKET
 ) -> tuple[Sample, ...]:
-    """From the first rows of the first file of each bucket, the first chunk of ``per_bucket`` documents.
+    """From the first rows of the first of the chunk ``files`` of each bucket (its folder,
+    ``density_bucket=K``), the first chunk of ``per_bucket`` documents.
 
     Cheap (one batch of one file a bucket) and the same on every call.
     """
     columns = ["source", "record", "chunk_index", "language", "char_count", "text"]
     samples: list[Sample] = []
-    pattern = posixpath.join(root, f"{PARTITION_COLUMN}=*")
-    folders = {posixpath.dirname(path) for path in listed} if listed is not None else set(fs.glob(pattern))
-    for folder in sorted((f for f in folders if _matches(f, pattern)), key=_bucket_of):
-        files = _parquet_files(fs, posixpath.join(folder, f"*{CHUNK_SUFFIX}"), listed)
-        if not files:
-            continue
-        with fs.open(files[0], "rb") as f:
+    first: dict[int, str] = {}
+    for path in sorted(files):
+        first.setdefault(_bucket_of(posixpath.dirname(path)), path)
+    for bucket, path in sorted(first.items()):
+        with fs.open(path, "rb") as f:
             parquet = pq.ParquetFile(f)
             if "text" not in parquet.schema_arrow.names:
                 continue
@@ -222,7 +226,7 @@ def read_samples(
         for row in [] if batch is None else batch.to_pylist():
             documents.setdefault((row["source"], row["record"]), row)  # one chunk a document, for variety
         rows = list(documents.values())[:per_bucket]
-        samples += [Sample(_bucket_of(folder), **{**row, "text": _cut(row["text"])}) for row in rows]
+        samples += [Sample(bucket, **{**row, "text": _cut(row["text"])}) for row in rows]
     return tuple(samples)
 
 
@@ -260,19 +264,34 @@ def _load_report(url: str) -> Report:
     fs, root = open_output(url)
     manifest = Manifest.load(fs, root)
     listed = committed_files(fs, root, manifest)
-    rejects, rejected_files = read_rejects(fs, root, listed)
-    chunked = scan_sources(fs, root, listed)
+    chunks = chunk_files(fs, root, listed)
+    return build_report(redact_url(url), manifest, fs, chunks, reject_files(fs, root, listed), root)
+
+
+def build_report(
+    output: str,
+    manifest: Manifest,
+    fs: fsspec.AbstractFileSystem,
+    chunks: list[str],
+    rejects: list[str],
+    root: str | None = None,
+) -> Report:
+    """The report of an output named ``output``, from its manifest and its chunk and reject files (a
+    directory's below ``root``, a table snapshot's: :func:`chunk_dataset`)."""
+    dataset = chunk_dataset(fs, chunks, root)
+    by_reason, rejected_files = read_rejects(fs, rejects)
+    chunked = scan_sources(dataset)
     rejected = {f.source: f.rejects for f in rejected_files}
     sources = [
         SourceCounts(source, *chunked.get(source, (0, 0, 0)), rejected.get(source, 0))
         for source in set(chunked) | set(rejected)
     ]
     return Report(
-        output=redact_url(url),
+        output=output,
         manifest=manifest,
-        groups=scan_chunks(fs, root, listed),
-        rejects=rejects,
+        groups=scan_chunks(dataset),
+        rejects=by_reason,
         sources=tuple(sorted(sources, key=lambda s: (-s.chunks, -s.rejects, s.source))),
         rejected_files=rejected_files,
-        samples=read_samples(fs, root, listed=listed),
+        samples=read_samples(fs, chunks),
     )

@@ -1,0 +1,230 @@
+"""Incremental runs into an Iceberg table, on a real SQLite catalog: one snapshot deletes the rows of changed and
+removed documents and adds the new ones; the data files of unchanged documents stay in it untouched; the run's
+``_changes`` is the diff of the two snapshots; the rows equal a full run's. A table another program committed
+to refuses an incremental run; a damaged index gives a full run that says why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.table import Table
+
+from pipelines.cli.rechunk import main, run
+from pipelines.errors import TableConflict
+from pipelines.output.iceberg import RUN_ID_KEY, SIDE_SUFFIX, TABLE_CHUNK_SCHEMA, _check_base
+from pipelines.output.ownership import STAGED_KEY
+from tests.common import MULTI_PROCESS
+from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
+from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _write_jsonl
+
+SMALL_FILES = "  max_rows_per_file: 8\n"  # many data files, each of few documents: most stay untouched
+
+
+def _argv(corpus: Path, config: Path, *extra: str) -> list[str]:
+    return ["--input", str(corpus), "--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet", *extra]
+
+
+def _files(table: Table, snapshot_id: int) -> dict[str, pa.Table]:
+    """Each data file of a snapshot (its path) with its rows."""
+    paths = sorted(task.file.file_path for task in table.scan(snapshot_id=snapshot_id).plan_files())
+    return {path: pq.read_table(path.removeprefix("file://")) for path in paths}
+
+
+def _side(table: Table, snapshot_id: int) -> Path:
+    """The side folder of the run that committed a snapshot."""
+    snapshot = table.snapshot_by_id(snapshot_id)
+    assert snapshot is not None and snapshot.summary is not None
+    return Path(table.location().removeprefix("file://") + SIDE_SUFFIX) / snapshot.summary[RUN_ID_KEY]
+
+
+def _changes(table: Table, snapshot_id: int) -> dict[str, set[str]]:
+    rows = pq.read_table(_side(table, snapshot_id) / "_changes").to_pylist()
+    return {kind: {r["chunk_id"] for r in rows if r["change"] == kind} for kind in ("added", "removed")}
+
+
+def _chunk_ids(table: Table, snapshot_id: int) -> set[str]:
+    return set(table.scan(snapshot_id=snapshot_id, selected_fields=("chunk_id",)).to_arrow()["chunk_id"].to_pylist())
+
+
+_KEY = ("source", "record", "doc_id")  # a document: its id in its source, at its line or row
+
+
+def _documents(rows: pa.Table) -> set[tuple[Any, ...]]:
+    return set(zip(*(rows[c].to_pylist() for c in _KEY), strict=True))
+
+
+@pytest.fixture
+def edited(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
+    """A corpus run into a table, then edited (``_corpus_v2``: an edit, a deletion, an addition, a rename, a
+    reject that became valid and a document that became one): (corpus, warehouse, config, first manifest)."""
+    corpus, warehouse = tmp_path / "corpus", tmp_path / "warehouse"
+    _corpus_v1(corpus)
+    for n in range(6):  # files no edit touches, one with a reject: not read again, their rows and rejects carried
+        _write_jsonl(corpus / f"more-{n}.jsonl", [(f"m{n}-{k}", _doc(40 + n * 5 + k)) for k in range(5)])
+    _write_jsonl(corpus / "more-0.jsonl", [("m0-short", "too short"), *[(f"m0-{k}", _doc(40 + k)) for k in range(5)]])
+    settled = time.time() - 60  # modified a minute ago: the run's listing stamps them (docs/incremental.md)
+    for path in corpus.iterdir():
+        os.utime(path, (settled, settled))
+    config = write_config(tmp_path / "a.yaml", warehouse, SMALL_FILES)
+    first = run(_argv(corpus, config))
+    _corpus_v2(corpus)
+    return corpus, warehouse, config, first
+
+
+def _full_run_rows(corpus: Path, tmp_path: Path, table: str = TABLE) -> list[dict[str, Any]]:
+    """The rows of a full run of ``corpus`` into a table of its own (``table``: the chunks or the rejects)."""
+    warehouse = tmp_path / "fresh"
+    if not warehouse.exists():
+        run(_argv(corpus, write_config(tmp_path / "fresh.yaml", warehouse, SMALL_FILES)))
+    return _rows(warehouse, table)
+
+
+def _rows(warehouse: Path, table: str = TABLE) -> list[dict[str, Any]]:
+    return sorted_rows(
+        as_directory_rows(load_table(warehouse, table).scan().to_arrow()), "chunk_id" if table == TABLE else "source"
+    )
+
+
+@pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in memory", "2 processes"])
+def test_an_incremental_run_is_one_snapshot_that_touches_only_the_files_of_changed_documents(
+    workers: list[str], edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    corpus, warehouse, config, first = edited
+    second = run(_argv(corpus, config, "--incremental", *workers))
+    table = load_table(warehouse)
+    one, two = first["output"]["snapshot_id"], second["output"]["snapshot_id"]
+    assert [s.snapshot_id for s in table.snapshots()] == [one, two], "one snapshot"
+    assert second["changes"]["incremental"] is True and second["changes"]["files_unchanged"] >= 6
+    assert _rows(warehouse) == _full_run_rows(corpus, tmp_path)
+    rejects = f"{TABLE}__rejects"
+    assert _rows(warehouse, rejects) == _full_run_rows(corpus, tmp_path, rejects)
+    assert any(r["doc_id"] == "m0-short" for r in _rows(warehouse, rejects)), "a reject of a file not read again"
+
+    before, after = _files(table, one), _files(table, two)
+    old, now = _by_document(before.values()), _by_document(after.values())
+    changed = {doc for doc in old if now.get(doc) != old[doc]}  # edited or removed
+    assert changed and len(changed) < len(old)
+    touched = {path for path, rows in before.items() if _documents(rows) & changed}
+    new = {path: rows for path, rows in after.items() if path not in before}
+    assert set(before) - touched and touched, "some files hold changed documents, the others none"
+    assert set(before) - touched <= set(after), "the files of unchanged documents stay in the new snapshot"
+    assert not touched & set(after), "a file holding a changed document is written again without it"
+    new_ids = {chunk_id for rows in new.values() for chunk_id in rows["chunk_id"].to_pylist()}
+    for path in set(before) - touched:
+        assert not set(before[path]["chunk_id"].to_pylist()) & new_ids, f"rows of {path} in a new file"
+    assert new and all(f"/data/{_side(table, two).name}/" in path for path in new), "new files in this run's folder"
+    assert second["changes"]["documents_changed"] >= 1 and second["changes"]["documents_removed"] >= 1
+
+
+def _by_document(files: Any) -> dict[tuple[Any, ...], set[str]]:
+    """Each document's chunk ids, over the rows of ``files``."""
+    found: dict[tuple[Any, ...], set[str]] = {}
+    for rows in files:
+        for *key, chunk_id in zip(*(rows[c].to_pylist() for c in (*_KEY, "chunk_id")), strict=True):
+            found.setdefault(tuple(key), set()).add(chunk_id)
+    return found
+
+
+def test_the_changes_of_an_incremental_run_are_the_diff_of_its_two_snapshots(
+    edited: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    corpus, warehouse, config, first = edited
+    second = run(_argv(corpus, config, "--incremental"))
+    table = load_table(warehouse)
+    one, two = first["output"]["snapshot_id"], second["output"]["snapshot_id"]
+    before, after = _chunk_ids(table, one), _chunk_ids(table, two)
+    changes = _changes(table, two)
+    assert changes == {"added": after - before, "removed": before - after}
+    assert changes["added"] and changes["removed"]
+    assert (second["changes"]["chunks_added"], second["changes"]["chunks_removed"]) == (
+        len(changes["added"]),
+        len(changes["removed"]),
+    )
+    assert _changes(table, one) == {"added": before, "removed": set()}, "a first run adds every chunk"
+    side = _side(table, two)
+    for path in (side / "_changes").iterdir():  # written where they are: the commit copies no change file
+        written_as = pq.read_metadata(path).metadata[STAGED_KEY].decode()
+        assert written_as == str(path.relative_to(side.parent))
+    unchanged = run(_argv(corpus, config, "--incremental"))
+    three = unchanged["output"]["snapshot_id"]
+    assert _changes(load_table(warehouse), three) == {"added": set(), "removed": set()}
+    assert _files(load_table(warehouse), three).keys() == _files(table, two).keys(), "nothing changed: no file"
+
+
+def test_a_snapshot_another_program_committed_refuses_an_incremental_run_with_exit_2(
+    edited: tuple[Path, Path, Path, dict[str, Any]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Rows appended by another writer are in no zerda index: carrying would give a table that is neither a full
+    run nor theirs, and a full run would drop them unasked. An incremental run exits 2 saying so; a full run
+    (asked for) replaces them."""
+    corpus, warehouse, config, _ = edited
+    table = load_table(warehouse)
+    foreign = table.scan(limit=1).to_arrow().cast(TABLE_CHUNK_SCHEMA)
+    table.append(foreign)
+    appended = load_table(warehouse).current_snapshot()
+    assert appended is not None
+    assert main(_argv(corpus, config, "--incremental")) == 2
+    err = capsys.readouterr().err
+    assert f"its current snapshot {appended.snapshot_id} (append) is not a zerda run's" in err, err
+    assert "Run once without --incremental" in err and len(err.strip().splitlines()) == 1
+    assert load_table(warehouse).current_snapshot().snapshot_id == appended.snapshot_id  # type: ignore[union-attr]
+    full = run(_argv(corpus, config))
+    assert _rows(warehouse) == _full_run_rows(corpus, tmp_path)
+    assert full["changes"]["reason"].startswith("the current snapshot is not a zerda run's")
+    assert run(_argv(corpus, config, "--incremental"))["changes"]["incremental"] is True
+
+
+def test_a_commit_refuses_a_table_that_changed_since_the_launch(
+    edited: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    """The files an incremental run keeps and the changes it lists were decided against the snapshot it read at
+    launch: another snapshot current at commit is a conflict (exit code 2), never a mix."""
+    _, warehouse, _, first = edited
+    table = load_table(warehouse)
+    _check_base(table, first["output"]["snapshot_id"])
+    with pytest.raises(TableConflict, match=r"changed while this run wrote .* not \d+ as at launch"):
+        _check_base(table, 42)
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("flipped", "a previous index file cannot be read"),
+        ("deleted", "the previous output is incomplete"),
+        ("manifest edited", "the _manifest.json of corpus.chunks's snapshot"),
+        ("side folder gone", "the side folder of corpus.chunks's snapshot"),
+        ("data file gone", "the previous output is incomplete (1 file(s)"),
+    ],
+)
+def test_a_damaged_index_gives_a_full_run_that_says_why(
+    how: str, why: str, edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """An index file with a byte changed (its size the same: its pages' CRC tell) or gone, the run's side
+    manifest edited, its side folder deleted, a data file of the snapshot deleted by hand: the run is a full
+    one that says why, its rows a full run's; the next run is incremental again."""
+    corpus, warehouse, config, first = edited
+    side = _side(load_table(warehouse), first["output"]["snapshot_id"])
+    (victim,) = (side / "_index").iterdir()
+    if how == "flipped":
+        victim.write_bytes(_flipped(victim.read_bytes()))
+    elif how == "deleted":
+        victim.unlink()
+    elif how == "data file gone":
+        data = load_table(warehouse).scan().plan_files()
+        Path(next(iter(data)).file.file_path.removeprefix("file://")).unlink()
+    elif how == "manifest edited":
+        (side / "_manifest.json").write_text('{"format": 1, "fingerp', encoding="utf-8")
+    else:
+        shutil.rmtree(side)
+    second = run(_argv(corpus, config, "--incremental"))
+    assert _rows(warehouse) == _full_run_rows(corpus, tmp_path)
+    assert second["changes"]["incremental"] is False
+    assert second["changes"]["reason"].startswith(f"full run: {why}"), second["changes"]["reason"]
+    assert run(_argv(corpus, config, "--incremental"))["changes"]["incremental"] is True
