@@ -6,8 +6,8 @@ Why this shape:
 - All tools run in the same process and take turns on groups of documents of about 250 KB within
   every repetition (the starting tool rotated), so a slow spell of a shared machine lands on all of
   them alike; each repetition sums a tool's groups; medians over repetitions, not means.
-- Throughput is MB/s of UTF-8 input (1 MB = 10^6 bytes) through ``chunk``/``split_text`` on
-  whole documents, one document at a time, as the pipeline calls it.
+- Throughput is MB/s of UTF-8 input (1 MB = 10^6 bytes) per CPU second of the process through
+  ``chunk``/``split_text`` on whole documents, one document at a time, as the pipeline calls it.
 - Same budget: on every document each peer is asked for the target size and overlap zerda picks
   for that document, worked out once when the corpus is loaded (untimed); zerda works them out
   inside its own timed call. ``--peer-size N`` gives the peers a fixed size instead.
@@ -160,12 +160,14 @@ def document_groups(data: Corpus, group_bytes: int = GROUP_BYTES) -> list[list[t
 
 
 def time_group(tool: Tool, group: list[tuple[str, int, int]]) -> float:
-    """Seconds to chunk one group of documents; a collection first so no tool pays for another's garbage."""
+    """CPU seconds of this process to chunk one group of documents; a collection first so no tool pays for
+    another's garbage. CPU time, not wall time: on a shared machine a slice another process takes of the
+    cores would land on whichever tool was running then."""
     gc.collect()
-    start = time.perf_counter()
+    start = time.process_time()
     for doc, size, overlap in group:
         tool.run(doc, size, overlap)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def describe_output(tool: Tool, data: Corpus, result: Measured) -> float:
@@ -480,7 +482,8 @@ def report(
         *[f"- {t.name} {t.version}: {t.settings}" for t in tools],
         "",
         peer_line(sizes),
-        "MB/s is UTF-8 input bytes (10^6) per second through one `chunk`/`split_text` call per document;"
+        "MB/s is UTF-8 input bytes (10^6) per CPU second of the process through one `chunk`/`split_text` call per"
+        " document;"
         f" within each repetition the tools take turns on groups of about {GROUP_BYTES // 1000} KB of documents,"
         " and medians over repetitions are reported."
         " `zerda / peer` above 1 means zerda is faster.",

@@ -28,7 +28,7 @@ from pipelines.embed_text import TEMPLATE_RULE, template_problem
 from pipelines.errors import SettingsError
 from pipelines.output.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
-from zerda_core.chunks import AdaptiveChunker
+from zerda_core.chunks import AdaptiveChunker, adaptive_chunker
 from zerda_core.chunks.config import DENSITY_SCOPES, MAX_SIZE, SIZE_UNITS, ChunkConfig, is_size
 
 
@@ -365,8 +365,9 @@ class Settings:
 
     @property
     def fingerprint(self) -> str:
-        """Short hash of the run's settings and the zerda version, the manifest's ``fingerprint``: an incremental
-        run carries rows only from an output of an equal one. Each chunk's own is :attr:`config_fingerprint`.
+        """Short hash of the run's settings and the zerda and density versions, the manifest's ``fingerprint``: an
+        incremental run carries rows only from an output of an equal one.
+        Each chunk's own is :attr:`config_fingerprint`.
 
         ``output.incremental``, ``input.split_bytes`` and where the rows go (``output.table``,
         ``output.catalog``) are left out: they change how the rows are made or where they are kept, not the rows.
@@ -387,13 +388,13 @@ class Settings:
 def config_fingerprint(chunking: ChunkingSettings, embed_text: str | None = None) -> str:
     """A chunk's ``config_fingerprint``, one meaning wherever a chunk is made (the job's rows and index,
     ``ZerdaChunker``'s metadata): a short hash of what cuts a document and renders its chunks' text, the
-    chunking settings and the ``embed_text`` template, with the zerda version. Equal fingerprints, equal chunks
-    of equal documents; how files are read and written (``input``, the output's layout) is not in it."""
+    chunking settings and the ``embed_text`` template, with the zerda and density versions. Equal fingerprints, equal
+    chunks of equal documents; how files are read and written (``input``, the output's layout) is not in it."""
     return _fingerprint({"chunking": chunking.identity(), "embed_text": embed_text})
 
 
 def _fingerprint(settings: Mapping[str, Any]) -> str:
-    versioned = {"settings": settings, "zerda": zerda_core.__version__}
+    versioned = {"settings": settings, "zerda": zerda_core.__version__, "density": adaptive_chunker.DENSITY_VERSION}
     canonical = json.dumps(versioned, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -74,6 +75,18 @@ def test_code_is_denser_than_narrative_on_shipped_texts() -> None:
     assert min(code, sql) > prose
 
 
+def test_a_huge_document_is_scanned_one_window_at_a_time() -> None:
+    """Four windows take one window's scan and the windows' text (1 byte a character): not four scans, nor two."""
+    window = ("word " * 50_000 + "\n") * 4  # about 1 MB: one window
+    peaks = []
+    for text in (window, window * 4):
+        tracemalloc.start()
+        _estimate_density(text)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < peaks[0] + 1.25 * len(window * 4), peaks
+
+
 def test_huge_document_is_scored_in_windows_like_a_small_one() -> None:
     paragraph = (DATA / "english_prose.txt").read_text(encoding="utf-8")
     huge = paragraph * 2000  # about 2.6 MB: several scan windows
@@ -93,6 +106,12 @@ def test_language_by_script_share(text: str, language: str) -> None:
     assert detect_language(text) == language
 
 
+@given(st.text(alphabet="ab ثعلب\n😀", max_size=300).flatmap(lambda t: st.sampled_from([t, t * 40])))
+def test_language_from_the_classes_the_density_made_is_the_same(text: str) -> None:
+    """The chunker passes the classes of the whole text; the samples' classes are taken from them, not made again."""
+    assert detect_language(text, code_points(text)[1]) == detect_language(text)
+
+
 def reference_density(text: str) -> float:
     """The formula exactly as _estimate_density's docstring states it, written plainly and slowly."""
     words = text.split()
@@ -102,10 +121,10 @@ def reference_density(text: str) -> float:
     technical = sum(word in TECHNICAL_WORDS for word in words)
     technical += sum(text.count(mark) for mark in CODE_PUNCTUATION)
     technical += len(re.findall(r"(?<=[0-9])\.(?=[0-9])", text)) + len(re.findall(r"O\([^()\n]{1,20}\)", text))
-    lowered = [word.lower() for word in words]
+    keys = [(word[0].lower() if "A" <= word[0] <= "Z" else word[0], word[-1], len(word)) for word in words]
     m = min(8, len(words) // 50)
     starts = [k * (len(words) - 50) // (m - 1) for k in range(m)] if m > 1 else [0]
-    blocks = [lowered[start : start + 50] for start in starts]
+    blocks = [keys[start : start + 50] for start in starts]
     vocabulary = sum(len(set(b)) for b in blocks) / sum(len(b) for b in blocks)
     arabic = [word for word in words if re.search("[\u0620-\u064a]", word)]
     baseline = (4.5 * (len(words) - len(arabic)) + 4.1 * len(arabic)) / len(words)
@@ -170,6 +189,7 @@ CLASSES = {
     "ARABIC_DIACRITIC": re.compile("[\u064b-\u0652]").fullmatch,
     "ARABIC_SCRIPT": re.compile("[\u0620-\u064a\u0671-\u06d3\u06fa-\u06fc\u0750-\u077f]").fullmatch,
     "LATIN": _LATIN_LETTERS.fullmatch,
+    "ASCII_UPPER": re.compile("[A-Z]").fullmatch,
 }
 
 
@@ -181,14 +201,6 @@ def test_each_character_class_holds_exactly_its_characters(name: str) -> None:
     assert np.flatnonzero(code_points(EVERY_CHARACTER)[1] & bit).tolist() == expected
     ascii_text = EVERY_CHARACTER[:128]
     assert np.flatnonzero(code_points(ascii_text)[1] & bit).tolist() == [i for i in expected if i < 128]
-
-
-def test_lowercasing_words_together_lowercases_each_alone() -> None:
-    """The density's vocabulary lowercases a block of words as one string: no character lowercases to or from
-    a space, and no space is cased or skipped by the final-sigma rule ("AΣ" alone ends in "ς", "Σ" alone is "σ")."""
-    assert not [c for c in EVERY_CHARACTER if c.isspace() != any(map(str.isspace, c.lower()))]
-    spaces = [c for c in EVERY_CHARACTER if c.isspace()]
-    assert [(space + "AΣ" + space + "Σ" + space).lower().split() for space in spaces] == [["aς", "σ"]] * len(spaces)
 
 
 def _repeated_documents() -> list[tuple[str, str]]:

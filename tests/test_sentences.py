@@ -5,8 +5,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from zerda_core.chunks.sentences import sentence_spans
+from zerda_core.chunks.charclasses import scan
+from zerda_core.chunks.sentences import SentenceEnds, sentence_spans
 
 
 def sentences(text: str) -> list[str]:
@@ -70,3 +73,14 @@ def test_spans_are_ordered_disjoint_and_cover_every_visible_character() -> None:
         assert end <= start and not text[end:start].strip()
     visible = {i for i, ch in enumerate(text) if not ch.isspace()}
     assert visible <= {i for a, b in spans for i in range(a, b)}
+
+
+BLANK_LINE_PIECES = ["word", "x.", "\n", "\n\n", " \n", "\t", " ", "\u00a0\n", "\u2028", "\u3000\n\n", "ب.", "؟"]
+
+
+@given(st.lists(st.sampled_from(BLANK_LINE_PIECES), max_size=40).map("".join))
+def test_ends_from_a_scan_are_the_ends_found_by_regex(text: str) -> None:
+    """The chunker hands SentenceEnds the scan the density made; its blank lines, found in numpy, are the regex's."""
+    by_regex, by_scan = SentenceEnds(text), SentenceEnds(text, scan(text))
+    assert by_scan.paragraph_ends == by_regex.paragraph_ends
+    assert by_scan.ends == by_regex.ends

@@ -23,6 +23,7 @@ from pipelines.settings import (
     settings_reference_markdown,
 )
 from tests.common import LLAMA_TOKENIZER, REPO
+from zerda_core.chunks import adaptive_chunker
 from zerda_core.chunks.config import ChunkConfig
 
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -173,13 +174,17 @@ def test_chunk_config_carries_every_chunking_setting_and_converts_back() -> None
         as_chunking_settings({"max_size": 800})  # type: ignore[arg-type]
 
 
-def test_fingerprint_follows_settings_and_version(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fingerprint_follows_settings_and_versions(monkeypatch: pytest.MonkeyPatch) -> None:
     default = Settings().fingerprint
     assert len(default) == 16 and int(default, 16) >= 0
     assert Settings().fingerprint == default
     assert Settings.from_dict({"chunking": {"overlap": 64}}).fingerprint != default
     assert Settings.from_dict({"input": {"encoding_errors": "replace"}}).fingerprint != default
     assert Settings.from_dict({"input": {"split_bytes": 1}}).fingerprint == default  # how it is read, not the rows
+    chunks = config_fingerprint(ChunkingSettings())
+    monkeypatch.setattr(adaptive_chunker, "DENSITY_VERSION", adaptive_chunker.DENSITY_VERSION + 1)
+    assert Settings().fingerprint != default  # a new density formula cuts other chunks
+    assert config_fingerprint(ChunkingSettings()) != chunks
     monkeypatch.setattr(zerda_core, "__version__", "999.0")
     assert Settings().fingerprint != default
 

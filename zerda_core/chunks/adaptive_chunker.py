@@ -14,6 +14,7 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,14 +23,17 @@ from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.charclasses import (
     ARABIC_DIACRITIC,
     ARABIC_LETTER,
+    ASCII_UPPER,
     CODE_MARK,
     SPACE,
     Classes,
     Codes,
     Mask,
     Offsets,
+    Scan,
     code_points,
     runs,
+    scan,
 )
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
@@ -50,6 +54,9 @@ TECHNICAL_WORDS = frozenset(
     خوارزمية خوارزميات معادلة معادلات مصفوفة دالة برمجة استعلام
     """.split()
 )
+# What ``_estimate_density`` computes, by number: a new formula gives other chunks of the same text, so the
+# number is part of every fingerprint of chunks (pipelines/settings.py) and goes up with each change of it.
+DENSITY_VERSION = 2
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
@@ -79,13 +86,15 @@ def _estimate_density(text: str) -> float:
       characters (indentation and script do not dilute it), divided by ``TECH_HITS_FULL``
       (4 hits per 100 such characters, about a Python module's rate) and capped at 1.
     - unique vocabulary ratio (0.3): the mean, over blocks of ``VOCABULARY_WINDOW`` (50)
-      consecutive lowercased words, of distinct words / 50 (a mean segmental type-token
-      ratio); ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (8), spread evenly over
-      the ``n`` words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a
-      text of fewer than 100 words has one block, its first 50 words (or all of them). A plain
-      distinct/words ratio falls as a text grows; this does not, and its cost is bounded (8
-      blocks, 400 words, are enough for a page, its translation and the page repeated to
-      score alike; each block costs a Python step per word).
+      consecutive words, of distinct words / 50 (a mean segmental type-token ratio), a word
+      known by its first character (A-Z lowercased), its last character and its length: a
+      key packed from three numbers in numpy, where lowercasing, splitting and hashing the
+      words themselves cost a Python step per word and several times more on Arabic text.
+      ``n // 50`` blocks but at most ``VOCABULARY_BLOCKS`` (8), spread evenly over the ``n``
+      words (block ``k`` of ``m`` starts at word ``k * (n - 50) // (m - 1)``); a text of
+      fewer than 100 words has one block, its first 50 words (or all of them). A plain
+      distinct/words ratio falls as a text grows; this does not (8 blocks, 400 words, are
+      enough for a page, its translation and the page repeated to score alike).
     - average word length score (0.2): ``(mean word length - baseline) / 3`` clamped to
       [0, 1]; the baseline is the words' mean of 4.5 characters for a non-Arabic word and
       4.1 for an Arabic one (Arabic words of the handbook are 0.4 characters shorter than
@@ -101,9 +110,25 @@ def _estimate_density(text: str) -> float:
     window gives its own vocabulary blocks). Each window is classified character by character in
     numpy (:mod:`zerda_core.chunks.charclasses`): Arabic costs what ASCII costs.
     """
-    if not text:
+    return _density_and_scan(text)[0]
+
+
+def _density_and_scan(text: str) -> tuple[float, Scan | None]:
+    """``_estimate_density`` of ``text``, and its scan when it is one window (all but huge documents).
+
+    A huge document's windows are scanned one at a time, each scan freed before the next, so memory stays bounded.
+    """
+    pieces = whitespace_windows(text, _WINDOW)[0]
+    if len(pieces) != 1:
+        return _density([_window_counts(piece, scan(piece)) for piece in pieces]), None
+    found = scan(pieces[0])
+    return _density([_window_counts(pieces[0], found)]), found
+
+
+def _density(sums: list[tuple[int, int, int, int, int, int, int]]) -> float:
+    """``_estimate_density`` of a text from its windows' ``_window_counts``."""
+    if not sums:
         return 0.0
-    sums = [_window_counts(window) for window in whitespace_windows(text, _WINDOW)[0]]
     words, word_chars, tech_hits, long_words, arabic_words, distinct, block_words = map(sum, zip(*sums, strict=True))
     if words == 0:
         return 0.0
@@ -119,17 +144,17 @@ def _estimate_density(text: str) -> float:
     return min(max(density, 0.0), 1.0)
 
 
-def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
+def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, int, int]:
     """What ``_estimate_density`` sums over windows: words, their characters, technical hits, long words,
     Arabic words, and distinct words and words of the vocabulary blocks.
 
-    The words are the runs of non-space characters, as ``str.split()`` cuts them.
+    The words are the runs of non-space characters (``found``), as ``str.split()`` cuts them.
     """
-    codes, classes = code_points(window)
-    starts, ends = runs((classes & SPACE) == 0)
+    codes, classes, starts, ends = found
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
-    lengths = ends - starts
+    words = Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32))
+    lengths = words.lengths
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
     arabic_words = long_words = 0
     letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
@@ -141,12 +166,12 @@ def _window_counts(window: str) -> tuple[int, int, int, int, int, int, int]:
         long_words = _long_arabic_words(classes, letters_before)
     long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
     tech_hits = (
-        _technical_words(window, codes, starts, ends)
+        _technical_words(window, words, starts, ends)
         + int(np.count_nonzero(classes & CODE_MARK))
         + len(_DECIMAL.findall(window))
         + len(_COMPLEXITY.findall(window))
     )
-    distinct, block_words = _vocabulary(window, starts, ends)
+    distinct, block_words = _vocabulary(words, classes[starts])
     return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
@@ -167,13 +192,22 @@ def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) 
     return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
-def _token_slots(codes: Codes, starts: Offsets, ends: Offsets) -> npt.NDArray[np.uint32]:
+class Words(NamedTuple):
+    """The tokens of a window as numpy arrays: first and last code points, and lengths (what identifies a token
+    in ``_token_slots`` and ``_vocabulary``)."""
+
+    firsts: Codes
+    lasts: Codes
+    lengths: npt.NDArray[np.uint32]
+
+
+def _token_slots(words: Words) -> npt.NDArray[np.uint32]:
     """A slot in ``_TECHNICAL_SLOTS`` per token, from its first and last code points and its length.
 
     Equal tokens share a slot, so a token whose slot no technical word has is not one. In 32 bits (code
     points have 21): 64-bit products cost half as much again.
     """
-    mixed = codes[starts] * _MIX[0] + codes[ends - 1] * _MIX[1] + (ends - starts).astype(np.uint32) * _MIX[2]
+    mixed = words.firsts * _MIX[0] + words.lasts * _MIX[1] + words.lengths * _MIX[2]
     return mixed >> np.uint32(32 - _SLOT_BITS)
 
 
@@ -185,37 +219,40 @@ _SLOT_BITS = 16
 def _technical_slots() -> npt.NDArray[np.bool_]:
     """The slots (``_token_slots``) of the technical words."""
     codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
+    starts, ends = runs((classes & SPACE) == 0)
     slots = np.zeros(1 << _SLOT_BITS, np.bool_)
-    slots[_token_slots(codes, *runs((classes & SPACE) == 0))] = True
+    slots[_token_slots(Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32)))] = True
     return slots
 
 
 _TECHNICAL_SLOTS = _technical_slots()
 
 
-def _technical_words(window: str, codes: Codes, starts: Offsets, ends: Offsets) -> int:
+def _technical_words(window: str, words: Words, starts: Offsets, ends: Offsets) -> int:
     """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
     compared, so most tokens are never built or hashed as strings."""
-    found = _TECHNICAL_SLOTS.take(_token_slots(codes, starts, ends)).nonzero()[0]
+    found = _TECHNICAL_SLOTS.take(_token_slots(words)).nonzero()[0]
     spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
     return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
 
 
-def _vocabulary(window: str, starts: Offsets, ends: Offsets) -> tuple[int, int]:
-    """Distinct lowercased words and words, summed over the vocabulary blocks of the tokens ``[starts, ends)``.
+_CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
 
-    A block is lowercased as one slice of the window: whitespace has no case, so the words are those of
-    lowercasing each token alone (tests/test_density.py checks it for every space character).
+
+def _vocabulary(words: Words, first_classes: Classes) -> tuple[int, int]:
+    """Distinct words and words, summed over the vocabulary blocks; ``first_classes`` are the classes of each
+    token's first character.
+
+    A word's key packs its first code point (A-Z lowercased), its last and its length, 21 bits each, so equal
+    keys are equal (first, last, length) triples; sorting each block's keys puts equal ones side by side.
     """
-    n = len(starts)
-    firsts = _vocabulary_block_starts(n)
-    lasts = [min(first + VOCABULARY_WINDOW, n) - 1 for first in firsts]
-    distinct = words = 0
-    for start, end in zip(starts[firsts].tolist(), ends[lasts].tolist(), strict=True):
-        block = window[start:end].lower().split()
-        distinct += len(set(block))
-        words += len(block)
-    return distinct, words
+    n = len(words.lengths)
+    width = min(VOCABULARY_WINDOW, n)
+    block = np.add.outer(_vocabulary_block_starts(n), np.arange(width))  # token indices, one row per block
+    firsts = words.firsts[block].astype(np.uint64) + ((first_classes[block] & ASCII_UPPER) >> 1)
+    keys = (firsts << _CODE_BITS | words.lasts[block]) << _CODE_BITS | words.lengths[block]
+    keys.sort(axis=1)
+    return len(block) + int(np.count_nonzero(keys[:, 1:] != keys[:, :-1])), block.size
 
 
 def _vocabulary_block_starts(n: int) -> list[int]:
@@ -297,7 +334,11 @@ class AdaptiveChunker(BaseChunker):
 
         The overlap is capped at half the target, so every chunk moves forward.
         """
-        density = round(_estimate_density(text), 4)
+        return self._sizing(_estimate_density(text))
+
+    def _sizing(self, density: float) -> tuple[float, int, int]:
+        """``sizing`` for a text of this (unrounded) density."""
+        density = round(density, 4)
         target = self.target_size(density)
         return density, target, min(self.overlap, target // 2)
 
@@ -310,13 +351,15 @@ class AdaptiveChunker(BaseChunker):
                 raise TypeError(f"{name} must be str, got {type(value).__name__} (pass str({name}) for a number)")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        density, target, _ = self.sizing(text)
-        language = detect_language(text) if self.language == "auto" else self.language
+        raw_density, whole = _density_and_scan(text)  # the text classified once: density, language, sentence ends
+        density, target, _ = self._sizing(raw_density)
+        language = detect_language(text, whole and whole.classes) if self.language == "auto" else self.language
         measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
         by_section = self.density_scope == "section"
         sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
         structure = find_structure(text)
-        spans, token_counts = self._cut(text, sizing, structure, measure)
+        spans, token_counts = self._cut(text, sizing, structure, measure, whole)
+        del whole  # its arrays (about 15 bytes a character) are not held while the chunks are built
         adaptive = ChunkType.ADAPTIVE
         extras = [{"density": density, "target_size": t} for t in sizing.targets]
         if sizing.densities is not None:
@@ -340,9 +383,10 @@ class AdaptiveChunker(BaseChunker):
         return chunks
 
     def _cut(
-        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure
+        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure, whole: Scan | None
     ) -> tuple[list[tuple[int, int, int]], list[int] | None]:
-        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count.
+        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count; ``whole``: the
+        text's scan, when there is one for all of it.
 
         In tokens the cut measures the document's tokens; a chunk tokenized alone may count a few
         more at its edges. Then the document is cut again with every target lowered by the worst
@@ -351,7 +395,7 @@ class AdaptiveChunker(BaseChunker):
         margin = 0
         while True:
             aimed = sizing.lowered(margin)
-            ends = SentenceEnds(text)
+            ends = SentenceEnds(text, whole)
             breaks = _keep_fences_whole(ends, structure, aimed, measure)
             spans = _Cutter(text, aimed, self.overlap, self.min_chunk_size, breaks, measure).cut(ends)
             if self._tokens is None:

@@ -7,6 +7,8 @@ vectorised lookup of each code point, which costs the same in every script.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -21,6 +23,7 @@ ARABIC_LETTER = 4  # U+0620-U+064A, density's Arabic letters
 ARABIC_DIACRITIC = 8  # U+064B-U+0652, the harakat, tanween, shadda and sukun
 ARABIC_SCRIPT = 16  # the letters language detection counts as Arabic (with Persian and Urdu ones)
 LATIN = 32  # A-Z, a-z, U+00C0-U+024F
+ASCII_UPPER = 64  # A-Z; half the bit is what lowercases one: ord("A") + 32 == ord("a")
 CODE_PUNCTUATION = "{}<>[]()="
 _LAST_SPACE = 0x3000  # the highest code point str.isspace() accepts (tests/test_density.py checks it)
 
@@ -36,6 +39,7 @@ def _table() -> Classes:
         table[first : last + 1] |= ARABIC_SCRIPT
     for first, last in ((ord("A"), ord("Z")), (ord("a"), ord("z")), (0xC0, 0x24F)):
         table[first : last + 1] |= LATIN
+    table[ord("A") : ord("Z") + 1] |= ASCII_UPPER
     return table
 
 
@@ -61,3 +65,18 @@ def runs(mask: Mask) -> tuple[Offsets, Offsets]:
     padded[1:-1] = mask
     edges = (padded[1:] != padded[:-1]).nonzero()[0]  # np.flatnonzero's wrappers cost more than the scan on a page
     return edges[0::2], edges[1::2]
+
+
+class Scan(NamedTuple):
+    """A text's code points and classes (``code_points``), and its words: the runs of non-space characters."""
+
+    codes: Codes
+    classes: Classes
+    starts: Offsets
+    ends: Offsets
+
+
+def scan(text: str) -> Scan:
+    """``text`` classified once, for the density and the language detection of one document to share."""
+    codes, classes = code_points(text)
+    return Scan(codes, classes, *runs((classes & SPACE) == 0))

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from zerda_core.chunks.charclasses import ARABIC_SCRIPT, LATIN, code_points
+from zerda_core.chunks.charclasses import ARABIC_SCRIPT, LATIN, Classes, code_points
 
 _LATIN_LETTERS = re.compile(r"[A-Za-z\u00C0-\u024F]+")  # the LATIN class
 _SAMPLE_CHARS = 4_096
@@ -14,16 +14,21 @@ _SAMPLES = 8
 MAJORITY = 0.8
 
 
-def detect_language(text: str) -> str:
+def detect_language(text: str, classes: Classes | None = None) -> str:
     """``ar`` or ``en`` when that script holds at least 80% of the letters, else ``mixed``.
 
     ``und`` when the text has no Arabic or Latin letter at all. Long texts are
-    judged on evenly spaced samples, so the cost stays bounded.
+    judged on evenly spaced samples, so the cost stays bounded. ``classes``: those of
+    ``text``'s characters (``code_points``), when the caller has them: the sample is not classified again.
     """
-    sample = _spread_sample(text)
+    pieces = _spread_sample(len(text))
+    sample = "".join(text[piece] for piece in pieces)
     if sample.isascii():
         return "en" if _LATIN_LETTERS.search(sample) else "und"
-    classes = code_points(sample)[1]
+    if classes is None:
+        classes = code_points(sample)[1]
+    elif len(pieces) > 1:
+        classes = np.concatenate([classes[piece] for piece in pieces])
     arabic = int(np.count_nonzero(classes & ARABIC_SCRIPT))
     latin = int(np.count_nonzero(classes & LATIN))
     letters = arabic + latin
@@ -36,9 +41,10 @@ def detect_language(text: str) -> str:
     return "mixed"
 
 
-def _spread_sample(text: str) -> str:
-    if len(text) <= _SAMPLE_CHARS:
-        return text
+def _spread_sample(length: int) -> list[slice]:
+    """The pieces of a text of ``length`` characters that are judged: all of it, or ``_SAMPLES`` spread evenly."""
+    if length <= _SAMPLE_CHARS:
+        return [slice(0, length)]
     width = _SAMPLE_CHARS // _SAMPLES
-    step = (len(text) - width) // (_SAMPLES - 1)
-    return "".join(text[i * step : i * step + width] for i in range(_SAMPLES))
+    step = (length - width) // (_SAMPLES - 1)
+    return [slice(i * step, i * step + width) for i in range(_SAMPLES)]

@@ -15,6 +15,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
+import numpy as np
+
+from zerda_core.chunks.charclasses import Scan
+
 _CLOSERS = "\"'”’»)]}"
 _CLOSER_RUN = f"[{re.escape(_CLOSERS)}]*"
 _MARKS = ".!?…"
@@ -67,18 +71,14 @@ class SentenceEnds:
     pay for that check.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, found: Scan | None = None) -> None:
+        """``found``: the scan of all of ``text`` (``charclasses.scan``), when the caller has it."""
         self.text = text
         ends = [m.end() for m in _DOT_END.finditer(text)]
         for mark, pattern in _MARK_ENDS.items():
             if mark in text:
                 ends.extend([m.end() for m in pattern.finditer(text)])
-        if "\r" in text:
-            blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
-        elif _SPACE_BEFORE_LF.search(text):
-            blank_lines = [_visible_end(text, m.start()) for m in _BLANK_LF_LINE.finditer(text)]
-        else:
-            blank_lines = [m.start() for m in _LF_RUN.finditer(text)]
+        blank_lines = _blank_lines(text, found)
         ends.extend(blank_lines)
         self.paragraph_ends = blank_lines  # the ends before a blank line, in order
         self.last = _visible_end(text, len(text))
@@ -135,6 +135,29 @@ class SentenceEnds:
         )
         self._doubted[end] = known
         return known
+
+
+def _blank_lines(text: str, found: Scan | None) -> list[int]:
+    """The visible ends before each blank line (a run of whitespace holding two or more line breaks), in order.
+
+    With the text's scan and no carriage return, from its words and line feeds in numpy: a line feed starts a
+    blank line when no word lies between it and the next line feed, unless the line feed before it does too;
+    the visible end before it is the end of the last word before it. Else by regex, one match per blank line.
+    """
+    if "\r" in text:
+        return [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
+    if found is not None:
+        feeds = (found.codes == 10).nonzero()[0]
+        words_before = found.starts.searchsorted(feeds)
+        blank = words_before[1:] == words_before[:-1]  # no word between a line feed and the next
+        blank[1:] &= ~blank[:-1]  # the first line feed of each blank line
+        before = words_before[:-1][blank]
+        if len(found.ends) == 0:
+            return [0] * len(before)
+        return np.where(before > 0, found.ends[before - 1], 0).tolist()
+    if _SPACE_BEFORE_LF.search(text):
+        return [_visible_end(text, m.start()) for m in _BLANK_LF_LINE.finditer(text)]
+    return [m.start() for m in _LF_RUN.finditer(text)]
 
 
 def merge_sorted(first: list[int], second: list[int]) -> list[int]:
