@@ -7,7 +7,8 @@ For each size, a previous output of N documents in F JSONL files is written dire
 by zerda in this process, and its index rows, chunk rows and manifest are replicated F times with the
 source, the document ids and the chunk ids rewritten (chunk files of at most 100,000 rows holding whole
 documents, grouped by source, each with zerda's footer and page checksums; the index partitioned by source
-as ``pipelines.incremental`` plans it; the manifest with every input's stamp and every file). Then 10% of
+as ``pipelines.incremental`` plans it, the id counts by id; the manifest with every input's stamp and every
+file). Then 10% of
 the files are rewritten with 10% of their documents edited (1% of the corpus), and
 ``zerda-rechunk --incremental`` runs over it with 2 worker processes (DirectRunner, multi_processing) while
 every process of its tree is sampled (RSS every 0.1 s and the kernel's peak mark, VmHWM). The run's manifest
@@ -45,6 +46,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks import synthetic
 from benchmarks.bench_pipeline import child_env
@@ -52,10 +54,25 @@ from benchmarks.scaffold import git, header, peak_rss_kib, save
 from pipelines.incremental import index_partitions, index_path, partition_of, read_previous
 from pipelines.input.context import source_name
 from pipelines.input.expand import expand_inputs
-from pipelines.output.layout import CHANGES_DIR, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, SUCCESS_FILE
-from pipelines.output.manifest import Manifest
+from pipelines.output.layout import (
+    CHANGES_DIR,
+    IDS_DIR,
+    INPUTS_DIR,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECTS_DIR,
+    SUCCESS_FILE,
+)
+from pipelines.output.manifest import Manifest, write_files_table
 from pipelines.output.ownership import STAGED_KEY
-from pipelines.output.schema import CHANGES_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
+from pipelines.output.schema import (
+    CHANGES_SCHEMA,
+    IDS_SCHEMA,
+    INDEX_SCHEMA,
+    INPUTS_SCHEMA,
+    REJECT_SCHEMA,
+    REPEATED_COLUMNS,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "incremental_memory.md"
@@ -119,7 +136,7 @@ def chunk_template(docs: Sequence[tuple[str, str]], scratch: Path) -> Template:
     folder.mkdir(parents=True)
     write_input(folder / "template.jsonl", "", docs)
     run(["--input", str(folder), "--output", str(out), "--quiet"])
-    manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
+    manifest = Manifest.load_url(str(out)).with_lists()
     index = pa.concat_tables([pq.read_table(p) for p in sorted((out / "_index").glob("*.pq"))])
     parts, schema = [], None
     for path in sorted(out.glob(f"{PARTITION_COLUMN}=*/*.parquet")):
@@ -220,6 +237,7 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
     open_files: dict[int, _ChunkFile] = {}
     closed: list[_ChunkFile] = []
     by_partition: dict[int, list[tuple[str, Path]]] = defaultdict(list)
+    ids: list[pa.Table] = []  # (doc_id, its id partition) of every document: every id is held once
     for k in range(files):
         source = source_name(listed[input_name(k)].url)
         index, chunks = replicate(template, k, source)
@@ -240,6 +258,9 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
         files_col = pa.array([chunk_file[b] for b in index.column(PARTITION_COLUMN).to_pylist()], pa.string())
         index = index.set_column(index.schema.get_field_index("chunk_file"), "chunk_file", files_col)
         pq.write_table(index.cast(INDEX_SCHEMA), spill / f"{k}.parquet")
+        doc_ids = index.column("doc_id")
+        id_parts = pa.array([partition_of(doc_id, partitions) for doc_id in doc_ids.to_pylist()], pa.int32())
+        ids.append(pa.table({"doc_id": doc_ids, "part": id_parts}))
         by_partition[partition_of(source, partitions)].append((source, spill / f"{k}.parquet"))
     for current in open_files.values():
         current.writer.close()
@@ -251,20 +272,32 @@ def build_previous(corpus: Path, out: Path, files: int, docs_per_file: int, seed
         _write(out / relative, table, f"_staging/{run_id}/_index/part-{uuid.uuid4().hex}.pq", INDEX_ROW_GROUP)
         entries.append({"path": relative, "rows": table.num_rows})
     shutil.rmtree(spill)
+    every_id = pa.concat_tables(ids)
+    for partition in range(partitions):
+        in_part = every_id.filter(pc.equal(every_id.column("part"), partition)).sort_by("doc_id")
+        if in_part.num_rows:
+            table = pa.table([in_part.column("doc_id"), pa.array([1] * in_part.num_rows, pa.int64())], IDS_SCHEMA)
+            relative = index_path(partition, partitions, IDS_DIR)
+            _write(out / relative, table, f"_staging/{run_id}/{IDS_DIR}/part-{uuid.uuid4().hex}.pq")
+            entries.append({"path": relative, "rows": table.num_rows})
     for directory, schema in ((REJECTS_DIR, REJECT_SCHEMA), (CHANGES_DIR, CHANGES_SCHEMA)):
         relative = f"{directory}/part-{uuid.uuid4().hex}.pq"
         _write(out / relative, schema.empty_table(), f"_staging/{run_id}/{relative}")
         entries.append({"path": relative, "rows": 0})
+    manifest = scaled_manifest(template.manifest, files, [listed[input_name(k)] for k in range(files)])
+    relative = f"{INPUTS_DIR}/part-{uuid.uuid4().hex}.pq"
+    inputs = pa.Table.from_pylist(manifest.pop("inputs"), schema=INPUTS_SCHEMA)
+    _write(out / relative, inputs, f"_staging/{run_id}/{relative}")
+    entries.append({"path": relative, "rows": inputs.num_rows})
     for entry in entries:
         entry["bytes"] = (out / entry["path"]).stat().st_size
-    manifest = scaled_manifest(template.manifest, files, str(out), [listed[input_name(k)] for k in range(files)])
-    manifest["output"]["files"] = sorted(entries, key=lambda e: e["path"])
+    manifest["output"] = {"root": str(out), "files_table": write_files_table(LocalFileSystem(), str(out), entries)}
     (out / MANIFEST_FILE).write_text(Manifest(manifest).dumps(), encoding="utf-8")
     (out / SUCCESS_FILE).write_bytes(b"")
     return manifest
 
 
-def scaled_manifest(template: dict[str, Any], files: int, root: str, inputs: Sequence[Any]) -> dict[str, Any]:
+def scaled_manifest(template: dict[str, Any], files: int, inputs: Sequence[Any]) -> dict[str, Any]:
     """The template's manifest for ``files`` copies of its input: counts scaled, one input entry per file."""
     manifest = json.loads(json.dumps(template))
     counts = manifest["counts"]
@@ -274,7 +307,6 @@ def scaled_manifest(template: dict[str, Any], files: int, root: str, inputs: Seq
         counts[key] = {bucket: n * files for bucket, n in counts[key].items()}
     (entry,) = template["inputs"]
     manifest["inputs"] = [{**entry, "source": source_name(f.url), "stamp": f.stamp or ""} for f in inputs]
-    manifest["output"]["root"] = root
     changes = manifest["changes"]
     changes.update(documents_added=counts["documents_chunked"], chunks_added=counts["chunks"])
     return manifest
@@ -568,6 +600,8 @@ def check_carried(out: Path, corpus: Path, documents: int, files: int) -> dict[s
     previous = read_previous(str(out), fingerprint, True)
     if not previous.carry:
         raise RuntimeError(f"zerda does not carry the built output: {previous.reason}")
+    if not previous.counts_ids:
+        raise RuntimeError("zerda does not count duplicate ids from the built output's id counts")
     from pipelines.cli.rechunk import run
 
     manifest = run(["--input", str(corpus), "--output", str(out), "--incremental", "--quiet"])

@@ -2,9 +2,10 @@
 
 Every run writes a document index, ``OUTPUT/_index/part-*.pq`` (``INDEX_SCHEMA``: source, record, doc id,
 a blake2b hash of the text as chunked, the settings fingerprint, the zerda version, chunk count, bucket,
-the manifest's character counts, the chunk ids and the chunk file holding the document's rows), and
-``OUTPUT/_changes/part-*.pq``: the chunk ids this run added and removed against the previous committed
-output (``CHANGES_SCHEMA``).
+the manifest's character counts, the chunk ids and the chunk file holding the document's rows), the id
+counts ``OUTPUT/_ids/part-*.pq`` (``IDS_SCHEMA``: how many documents hold each id, partitioned by id, for the
+manifest's duplicate ids) and ``OUTPUT/_changes/part-*.pq``: the chunk ids this run added and removed against
+the previous committed output (``CHANGES_SCHEMA``).
 
 The index is partitioned by source (:func:`partition_of`): ``_index/part-J-of-P.pq`` holds the documents of
 the sources in partition J of P, sorted by source, so one source's rows are a few row groups of one file.
@@ -13,19 +14,22 @@ With ``--incremental``, :func:`read_previous` (at launch, before anything is wri
 previous output's ``_SUCCESS``, manifest and index whether its rows can be reused: the same settings
 fingerprint and zerda version, else the run is a full one and says why. Then::
 
-    records ─► Classify (the previous index slice of each source met) ─┬─► unchanged: rows stay; summaries
+    records ─► Classify (the previous index slice of each source met) ─┬─► unchanged: rows stay; totals
                                                                        └─► new or changed: ChunkDocuments ─►
                                           WriteChunks ─► files, and an index row per document naming its file
     partitions, unread sources ┐
-    hashes, new index rows ────┴─► CoGroupByKey per partition ─► ComparePartition (reads that partition of the
+    hashes in batches, rows ───┴─► CoGroupByKey per partition ─► ComparePartition (reads that partition of the
           previous index) ─► its index file, change rows and counts, (chunk file, key) of each row leaving its file
     leaving rows ─► GroupByKey per chunk file ─► CarryRows: that file without them, under its own name
     previous chunk files ─► KeepUntouched: the others, kept where they are, unread
+    id partitions, ids changed ─► CoGroupByKey per id partition ─► CountIds (adds them to that partition's
+          previous counts) ─► its id counts file, the duplicated ids
 
 An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
 times and inode or ETag: ``pipelines.input.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
-``_CarryFiles`` gives, from the previous index and rejects, the summaries of its documents, its rejects and
-its previous report; its index rows are carried by its partition's comparison.
+``_CarryFiles`` gives, from the previous index and rejects, its documents' totals (one element a file), its
+rejects and its previous report; its index rows are carried by its partition's comparison, and its ids are in
+the previous id counts: only the ids of the sources read, before and now, are sent to be counted.
 
 A document is keyed on (source, record, doc id): two copies of one id in different files stay distinct.
 Changes are found per (source, doc id), all the documents that can share a chunk id. What is shuffled is
@@ -55,6 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.transforms.window import GlobalWindows
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
@@ -66,9 +71,11 @@ from pipelines.input.expand import InputFile
 from pipelines.input.listing import Listed, listing_folder
 from pipelines.input.source import fault_kind
 from pipelines.names import REJECTS
+from pipelines.output.build_manifest import DUPLICATE_EXAMPLES, add_buckets
 from pipelines.output.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
+    IDS_DIR,
     INDEX_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
@@ -78,7 +85,7 @@ from pipelines.output.layout import (
 )
 from pipelines.output.manifest import Manifest
 from pipelines.output.ownership import staged_as
-from pipelines.output.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
+from pipelines.output.schema import CHANGES_SCHEMA, CHUNK_SCHEMA, IDS_SCHEMA, INDEX_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
     DOCUMENTS,
     Describe,
@@ -95,10 +102,10 @@ from pipelines.settings import OutputSettings
 
 log = logging.getLogger("zerda")
 
-_TO_CHUNK, _HASH, _CARRIED_SUMMARY = "to_chunk", "hash", "carried_summary"
-_CHANGES, _FACTS, _INDEX, _DROPPED = "changes", "facts", "index", "dropped"
+_TO_CHUNK, _HASH, _TOTALS = "to_chunk", "hash", "totals"
+_CHANGES, _FACTS, _INDEX, _DROPPED, _IDS, _DUPLICATES = "changes", "facts", "index", "dropped", "ids", "duplicates"
 _SUMMARY_COLUMNS = ("chars", "text_chars", "overlap_chars")  # with chunk_count: a document's manifest summary
-_CARRIED_COLUMNS = ("doc_id", PARTITION_COLUMN, "chunk_count", *_SUMMARY_COLUMNS)  # of an unread file
+_COUNTED_COLUMNS = ("chunk_count", *_SUMMARY_COLUMNS)  # summed by bucket: an unread file's manifest totals
 _READ_RETRY_SECONDS = (0.5, 2.0, 8.0)  # the waits before each new attempt at a previous file: 4 attempts in all
 _SEP = "\x00"  # joins the parts of a document key; never in a path and unlikely in an id
 _AGAINST_NOTHING = "; without its index every chunk is listed as added"
@@ -110,6 +117,7 @@ MAX_INDEX_PARTITIONS = 4096
 _BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
 _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
 _INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
+_HASH_BATCH = 4096  # documents' hashes per element sent to a partition's comparison
 
 
 def document_key(source: str, record: int, doc_id: str) -> str:
@@ -142,9 +150,10 @@ def planned_partitions(previous: Previous, files: Sequence[InputFile]) -> int:
     return index_partitions(sum(file.size or 0 for file in files) // _BYTES_PER_DOCUMENT)
 
 
-def index_path(partition: int, partitions: int) -> str:
-    """An index file's path relative to OUTPUT: ``_index/part-00003-of-00016.pq``."""
-    return f"{INDEX_DIR}/part-{partition:05d}-of-{partitions:05d}{REJECT_SUFFIX}"
+def index_path(partition: int, partitions: int, folder: str = INDEX_DIR) -> str:
+    """An index file's path relative to OUTPUT: ``_index/part-00003-of-00016.pq`` (``_ids/...`` for the id
+    counts, partitioned alike, by document id)."""
+    return f"{folder}/part-{partition:05d}-of-{partitions:05d}{REJECT_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,13 @@ class Previous:
     chunk_files: tuple[tuple[str, int], ...] = ()  # (path, rows) of each previous chunk file
     reject_files: tuple[str, ...] = ()
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
+    id_partitions: int = 0  # how many partitions the previous id counts (``_ids/``) have (0: none, an older zerda)
+    id_parts: frozenset[int] = frozenset()
+
+    @property
+    def counts_ids(self) -> bool:
+        """Whether the run counts duplicate ids from the previous id counts and what changed, not from every id."""
+        return self.carry and self.id_partitions > 0
 
     def unchanged(self, files: Sequence[InputFile]) -> list[FileReport]:
         """The previous reports of the ``files`` that need not be read: rows carried, stamps the same as before.
@@ -193,14 +209,17 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
             reason=f"full run: the previous {MANIFEST_FILE} is missing ({type(err).__name__}){_AGAINST_NOTHING}"
         )
     try:  # a newer zerda's manifest is refused (NewerManifestError): OUTPUT is not overwritten on a guess
-        manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}")
+        manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}", fs, root)
+        listed, _ = manifest.files, manifest.inputs  # format 2: its tables, read and checked here
     except ManifestError as err:  # edited by hand, or not zerda's
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({err.why}){_AGAINST_NOTHING}")
-    if manifest.files is None:
+    except OSError as err:  # a table of the manifest the storage would not give: nothing decided on a guess
+        raise _unreadable(f"{root}/{MANIFEST_FILE}", err) from err
+    if listed is None:
         why = "it lists no files: an output of an older zerda"
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
-    entries = {entry["path"]: entry.get("bytes") for entry in manifest.files}
-    rows = {entry["path"]: entry.get("rows") for entry in manifest.files}
+    entries = {entry["path"]: entry.get("bytes") for entry in listed}
+    rows = {entry["path"]: entry.get("rows") for entry in listed}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
@@ -232,6 +251,8 @@ def judge_previous(
     if any(path in missing for path in index):
         index = []  # changes are then listed against nothing: every chunk added, none removed
     partitions, parts = _index_partitions(index)
+    ids = [entry["path"] for entry in manifest.files or () if entry["path"].startswith(f"{IDS_DIR}/")]
+    id_partitions, id_parts = _index_partitions(ids)
     carry, reason = _can_carry(manifest, fingerprint, incremental, bool(index) or not chunk_files)
     if carry and index and not partitions:  # an older zerda's index: neither read by source nor says where rows are
         carry, reason = False, f"full run: the previous index is of an older format{_AGAINST_NOTHING}"
@@ -247,7 +268,7 @@ def judge_previous(
     if carry:
         try:
             fs, _ = url_to_fs(root)
-            inputs = _stamped_inputs(manifest, _chunker_failed(fs, rejects))
+            inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects))
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     documents = manifest.counts.get("documents_chunked")
@@ -261,12 +282,14 @@ def judge_previous(
         chunk_files,
         rejects,
         inputs,
+        id_partitions,
+        id_parts,
     )
 
 
 def _index_partitions(index: Sequence[str]) -> tuple[int, frozenset[int]]:
-    """(partitions, the partitions with a file) of the previous index's files, or (0, {}) when they are not
-    all named ``part-J-of-P`` for one P: an index written otherwise cannot be read by source."""
+    """(partitions, the partitions with a file) of the previous index's files (or id counts'), or (0, {}) when
+    they are not all named ``part-J-of-P`` for one P: an index written otherwise cannot be read by source."""
     named = [_PARTITION_NAME.fullmatch(posixpath.basename(path)) for path in index]
     totals = {int(found.group(2)) for found in named if found}
     if not index or None in named or len(totals) != 1:
@@ -324,11 +347,11 @@ def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str]) -> set[
     return sources
 
 
-def _stamped_inputs(manifest: Manifest, retry: Container[str] = frozenset()) -> dict[str, FileReport]:
-    """The previous run's reports of the files it read without error and whose listing gave a stamp, but
-    for the sources in ``retry``."""
+def _stamped_inputs(entries: Iterable[Mapping[str, Any]], retry: Container[str] = frozenset()) -> dict[str, FileReport]:
+    """The previous run's reports (its manifest's ``inputs`` entries) of the files it read without error and whose
+    listing gave a stamp, but for the sources in ``retry``."""
     reports = {}
-    for entry in manifest.inputs:
+    for entry in entries:
         if entry.get("error") or entry.get("source") in retry:
             continue
         source, stamp, size, records = (entry.get(key) for key in ("source", "stamp", "bytes", "records"))
@@ -399,14 +422,22 @@ def read_index(previous: Previous, sources: Iterable[str], columns: Sequence[str
 
 
 def _index_files(
-    previous: Previous, parts: Iterable[int], columns: Sequence[str], filters: Callable[[int], Any] = lambda _: None
+    previous: Previous,
+    parts: Iterable[int],
+    columns: Sequence[str],
+    filters: Callable[[int], Any] = lambda _: None,
+    folder: str = INDEX_DIR,
 ) -> pa.Table:
     """The rows of the previous index's partitions ``parts`` (``filters(part)`` applied), as one table of
-    ``columns``; a file that cannot be read raises :func:`_index_failure`."""
-    schema = INDEX_SCHEMA.empty_table().select(list(columns)).schema
+    ``columns``; a file that cannot be read raises :func:`_index_failure`. With ``folder`` ``_ids``: the rows
+    of the previous id counts."""
+    schema, partitions = (INDEX_SCHEMA, previous.index_partitions)
+    if folder == IDS_DIR:
+        schema, partitions = (IDS_SCHEMA, previous.id_partitions)
+    schema = schema.empty_table().select(list(columns)).schema
     tables = [schema.empty_table()]
     for part in parts:
-        path = index_path(part, previous.index_partitions)
+        path = index_path(part, partitions, folder)
         try:
             found = _read_table(f"{previous.root}/{path}", list(columns), filters(part))
             tables.append(found.select(list(columns)).cast(schema))
@@ -429,7 +460,8 @@ def _index_failure(path: str, error: BaseException) -> Exception:
 
 
 class _Classify(beam.DoFn):
-    """Each SourceRecord -> unchanged (its rows stay where they are; its summary from the index) or to be chunked.
+    """Each SourceRecord -> unchanged (its rows stay where they are) or to be chunked; the manifest's totals of
+    the unchanged ones, from the index, one element a bundle (``(documents, bucket totals)``), not one a document.
 
     A worker holds the previous index rows of the last few sources it met (records come file by file), read
     by source from the index (:func:`read_index`): its memory follows the largest file, not the corpus.
@@ -443,6 +475,26 @@ class _Classify(beam.DoFn):
 
     def setup(self) -> None:
         self._slices: OrderedDict[str, dict[str, tuple[Any, ...]]] = OrderedDict()
+
+    def start_bundle(self) -> None:
+        self._kept = 0  # unchanged documents in this bundle, and their totals by bucket
+        self._buckets: dict[int, list[int]] = {}
+        self._hashes: dict[int, list[tuple[str, tuple[int, str, str]]]] = defaultdict(list)  # by index partition
+
+    def finish_bundle(self) -> Iterator[TaggedOutput]:
+        if self._kept:
+            yield TaggedOutput(_TOTALS, GlobalWindows.windowed_value_at_end_of_window((self._kept, self._buckets)))
+        for partition, batch in self._hashes.items():
+            yield TaggedOutput(_HASH, GlobalWindows.windowed_value_at_end_of_window((partition, batch)))
+
+    def _hash(self, record: SourceRecord, kind: str, digest: str) -> Iterator[TaggedOutput]:
+        """Note a document's hash for its partition's comparison; a partition's batch goes when it is full: one
+        element a batch of documents, not one a document (the runner holds the shuffle's elements)."""
+        partition = partition_of(record.source, self._partitions)
+        batch = self._hashes[partition]
+        batch.append((id_key(record.source, record.doc_id), (record.record, kind, digest)))
+        if len(batch) >= _HASH_BATCH:
+            yield TaggedOutput(_HASH, (partition, self._hashes.pop(partition)))
 
     def _known(self, source: str) -> dict[str, tuple[Any, ...]]:
         known = self._slices.get(source)
@@ -463,25 +515,22 @@ class _Classify(beam.DoFn):
         key = document_key(record.source, record.record, record.doc_id)
         digest = content_hash(record.text)
         known = self._known(record.source).get(key)
-        partition = partition_of(record.source, self._partitions)
         if known is not None and known[0] == digest:
-            _, bucket, chunks, chars, text_chars, overlap = known
-            yield TaggedOutput(_CARRIED_SUMMARY, (record.doc_id, {bucket: [chunks, chars, text_chars, overlap]}))
-            yield TaggedOutput(
-                _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "kept", digest)))
-            )
+            _, bucket, *numbers = known
+            self._kept += 1
+            add_buckets(self._buckets, {bucket: numbers})
+            yield from self._hash(record, "kept", digest)
             return
-        yield TaggedOutput(
-            _HASH, (partition, (id_key(record.source, record.doc_id), (record.record, "chunked", digest)))
-        )
+        yield from self._hash(record, "chunked", digest)
         yield record
 
 
 class _CarryFiles(beam.DoFn):
     """A batch of previous reports of input files unchanged since (not read) -> those reports, their previous
-    rejects, and for each of their documents a summary (as ``_Classify`` gives an unchanged one): nothing of a
-    file that did not change can change. Their index rows are carried by the comparison
-    (:class:`_ComparePartition`), which counts them unchanged.
+    rejects, and each file's totals for the manifest, ``(documents, {bucket: [chunks, characters, text,
+    overlap]})``, summed from its index slice: one element a file, not one a document. Nothing of a file that
+    did not change can change. Their index rows are carried by the comparison (:class:`_ComparePartition`),
+    which counts them unchanged; their ids are counted in the previous id counts (:class:`_CountIds`).
 
     Each worker holds the previous rejects, loaded on the first batch, and a batch's index rows.
     """
@@ -502,20 +551,29 @@ class _CarryFiles(beam.DoFn):
     def process(self, reports: Sequence[FileReport]) -> Iterator[Any]:
         if self._rejects is None:
             self._rejects = self._load()
-        index = read_index(self._previous, [r.source for r in reports], ["source", *_CARRIED_COLUMNS]).sort_by("source")
+        columns = ["source", PARTITION_COLUMN, *_COUNTED_COLUMNS]
+        index = read_index(self._previous, [r.source for r in reports], columns).sort_by("source")
         slices, start = {}, 0
         for run in pc.value_counts(index.column("source")).to_pylist():  # in order of first appearance: sorted
             slices[run["values"]] = (start, run["counts"])
             start += run["counts"]
         for report in reports:
             rows = index.slice(*slices.get(report.source, (0, 0)))
-            columns = (rows.column(name).to_pylist() for name in _CARRIED_COLUMNS)
-            for doc_id, bucket, chunks, *summary in zip(*columns, strict=True):
-                yield TaggedOutput(_CARRIED_SUMMARY, (doc_id, {bucket: [chunks, *summary]}))
+            if rows.num_rows:
+                yield TaggedOutput(_TOTALS, (rows.num_rows, _bucket_totals(rows)))
             rejects = self._rejects.get(report.source, [])
             for reject in rejects:
                 yield TaggedOutput(REJECTS, reject)
             yield replace(report, records=rows.num_rows + len(rejects))  # each record a document or a reject
+
+
+def _bucket_totals(rows: pa.Table) -> dict[int, list[int]]:
+    """Index rows summed by bucket, as the manifest adds documents: ``{bucket: [chunks, characters, text,
+    overlap]}``."""
+    sums = rows.group_by(PARTITION_COLUMN).aggregate([(name, "sum") for name in _COUNTED_COLUMNS])
+    columns = [sums.column(f"{name}_sum").to_pylist() for name in _COUNTED_COLUMNS]
+    buckets = sums.column(PARTITION_COLUMN).to_pylist()
+    return {bucket: list(numbers) for bucket, *numbers in zip(buckets, *columns, strict=True)}
 
 
 def _encoded_batch(batch: tuple[FileReport, ...]) -> list[dict[str, Any]]:
@@ -645,7 +703,18 @@ def _unpacked(row: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, "chunk_ids": ids}
 
 
-class _ComparePartition(beam.DoFn):
+class _PartitionTask(beam.DoFn):
+    """A task of one partition of this run's ``partitions`` that reads its previous rows and stages its file."""
+
+    def __init__(self, previous: Previous, partitions: int, output: str, run_id: str, compression: str) -> None:
+        self._previous = previous
+        self._partitions = partitions
+        self._output = output
+        self._run_id = run_id
+        self._compression = compression
+
+
+class _ComparePartition(_PartitionTask):
     """One index partition, before and now -> its index file, change rows, change counts, and (when rows are
     carried) the previous rows that leave their chunk file.
 
@@ -655,24 +724,21 @@ class _ComparePartition(beam.DoFn):
     A task holds one partition: about ``_DOCUMENTS_PER_PARTITION`` documents.
     """
 
-    def __init__(self, previous: Previous, partitions: int, output: str, run_id: str, compression: str) -> None:
-        self._previous = previous
-        self._partitions = partitions
-        self._output = output
-        self._run_id = run_id
-        self._compression = compression
-
     def process(self, element: tuple[int, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         partition, grouped = element
         before = self._before(partition)
         unread = pc.is_in(before.column("source"), value_set=pa.array(sorted(set(grouped["unread"])), pa.string()))
         carried = before.filter(unread)
         groups: dict[str, dict[str, list[Any]]] = defaultdict(lambda: {"previous": [], "hash": [], "rows": []})
+        read_before: Counter = Counter()  # the previous documents of the sources read (or gone), by id
         for row in before.filter(pc.invert(unread)).to_pylist():
             groups[id_key(row["source"], row["doc_id"])]["previous"].append(row)
-        for name in ("hash", "rows"):
-            for key, value in grouped[name]:
-                groups[key][name].append(value)
+            read_before[row["doc_id"]] += 1
+        for batch in grouped["hash"]:
+            for key, value in batch:
+                groups[key]["hash"].append(value)
+        for key, value in grouped["rows"]:
+            groups[key]["rows"].append(value)
         rows = []
         for key in sorted(groups):
             for out in _compare((key, groups.pop(key)), self._previous.carry):
@@ -683,6 +749,12 @@ class _ComparePartition(beam.DoFn):
         if carried.num_rows:
             yield TaggedOutput(_FACTS, Counter({"documents_unchanged": carried.num_rows}))
         index = pa.concat_tables([pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), carried])
+        if self._previous.counts_ids:  # the previous counts hold every previous document: only the change is sent
+            ids = Counter(row["doc_id"] for row in rows)
+            ids.subtract(read_before)
+        else:
+            ids = Counter(index.column("doc_id").to_pylist())
+        yield from _by_id_partition(ids, self._partitions)
         if index.num_rows:
             index = index.sort_by([("source", "ascending"), ("record", "ascending")])
             staged = stage_table(
@@ -691,19 +763,67 @@ class _ComparePartition(beam.DoFn):
             yield replace(staged, final=index_path(partition, self._partitions))
 
     def _before(self, partition: int) -> pa.Table:
-        """The previous index rows of this run's ``partition``, from the previous partitions that map onto it
-        (both counts are powers of two: one previous file, or a few, filtered by source)."""
-        previous, ours = self._previous, self._partitions
-        if not previous.index_partitions:
+        """The previous index rows of this run's ``partition``."""
+        if not self._previous.index_partitions:
             return INDEX_SCHEMA.empty_table()
-        common = min(previous.index_partitions, ours)
-        parts = [j for j in sorted(previous.index_parts) if j % common == partition % common]
-        table = _index_files(previous, parts, INDEX_SCHEMA.names)
-        if previous.index_partitions < ours:  # a previous partition is split between several of ours
-            sources = table.column("source").unique().to_pylist()
-            mine = pa.array([s for s in sources if partition_of(s, ours) == partition], pa.string())
-            table = table.filter(pc.is_in(table.column("source"), value_set=mine))
-        return table
+        return _previous_partition(self._previous, INDEX_DIR, partition, self._partitions)
+
+
+def _previous_partition(previous: Previous, folder: str, partition: int, ours: int) -> pa.Table:
+    """The previous rows of ``folder`` (``_index``, keyed by source, or ``_ids``, by document id) that fall in
+    this run's ``partition`` of ``ours``, from the previous partitions that map onto it (both counts are powers
+    of two: one previous file, or a few, filtered by key)."""
+    key, theirs, present = ("source", previous.index_partitions, previous.index_parts)
+    if folder == IDS_DIR:
+        key, theirs, present = ("doc_id", previous.id_partitions, previous.id_parts)
+    common = min(theirs, ours)
+    parts = [j for j in sorted(present) if j % common == partition % common]
+    schema = IDS_SCHEMA if folder == IDS_DIR else INDEX_SCHEMA
+    table = _index_files(previous, parts, schema.names, folder=folder)
+    if theirs < ours:  # a previous partition is split between several of ours
+        keys = table.column(key).unique().to_pylist()
+        mine = pa.array([k for k in keys if partition_of(k, ours) == partition], pa.string())
+        table = table.filter(pc.is_in(table.column(key), value_set=mine))
+    return table
+
+
+def _by_id_partition(ids: Mapping[str, int], partitions: int) -> Iterator[TaggedOutput]:
+    """Documents per id (or their change since the previous run), one element per id partition they fall in."""
+    parts: dict[int, dict[str, int]] = defaultdict(dict)
+    for doc_id, n in ids.items():
+        if n:
+            parts[partition_of(doc_id, partitions)][doc_id] = n
+    for part, counts in parts.items():
+        yield TaggedOutput(_IDS, (part, counts))
+
+
+class _CountIds(_PartitionTask):
+    """One id partition: its previous counts (when the run counts from them) plus this run's changes -> its
+    ``_ids`` file and the duplicated ids (held by two documents or more, in any sources) as ``(count, examples)``.
+
+    An unchanged file's documents are counted in the previous counts already: its ids are never sent. A task
+    holds one partition's ids (about ``_DOCUMENTS_PER_PARTITION``).
+    """
+
+    def process(self, element: tuple[int, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        partition, grouped = element
+        counts: Counter = Counter()
+        if self._previous.counts_ids:
+            before = _previous_partition(self._previous, IDS_DIR, partition, self._partitions)
+            counts.update(dict(zip(*(before.column(name).to_pylist() for name in IDS_SCHEMA.names), strict=True)))
+        for change in grouped["change"]:
+            counts.update(change)
+        if any(n < 0 for n in counts.values()):  # previous counts that do not match the previous index
+            path = index_path(partition, self._partitions, IDS_DIR)
+            raise RuntimeError(f"{UNREADABLE_INDEX}: {path} (its id counts do not match the index)")
+        ids = sorted(doc_id for doc_id, n in counts.items() if n)
+        duplicated = [doc_id for doc_id in ids if counts[doc_id] > 1]
+        if duplicated:
+            yield TaggedOutput(_DUPLICATES, (len(duplicated), duplicated[:DUPLICATE_EXAMPLES]))
+        if ids:
+            table = pa.table([ids, [counts[doc_id] for doc_id in ids]], schema=IDS_SCHEMA)
+            staged = stage_table(self._output, self._run_id, IDS_DIR, table, REJECT_SUFFIX, self._compression)
+            yield replace(staged, final=index_path(partition, self._partitions, IDS_DIR))
 
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> Iterator[Any]:
@@ -811,8 +931,11 @@ class IncrementalChunks(NamedTuple):
     chunk_files: beam.PCollection  # StagedFiles: of the chunked documents, the rewritten and the kept previous files
     rejects: beam.PCollection  # of the chunked documents and of the files not read
     reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
-    summaries: beam.PCollection  # of every document, carried ones included
+    summaries: beam.PCollection  # of every document chunked
+    totals: beam.PCollection  # (documents, bucket totals): of a bundle's unchanged documents, of each file not read
+    duplicates: beam.PCollection  # (duplicated ids, examples) of each id partition that has some
     index_files: beam.PCollection  # StagedFiles of the index: one a partition that holds documents
+    id_files: beam.PCollection  # StagedFiles of the id counts: one an id partition that holds documents
     change_files: beam.PCollection
     facts: beam.PCollection  # one Counter of the change counts, for :meth:`ChunkIncrementally.annotate`
 
@@ -848,29 +971,28 @@ class ChunkIncrementally(beam.PTransform):
         partitions = self._partitions
         previous = replace(self._previous, inputs={}, chunk_files=())  # what the workers need of it: no file list
         split = records | "Classify" >> beam.ParDo(_Classify(previous, partitions)).with_outputs(
-            _CARRIED_SUMMARY, _HASH, main=_TO_CHUNK
+            _TOTALS, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
         describe = functools.partial(_index_row, fingerprint=self._fingerprint, partitions=partitions)
         written = chunked.chunks | "WriteChunks" >> self._write_chunks(describe)
-        summaries, rejects, reports = split[_CARRIED_SUMMARY], chunked.rejects, None
-        if self._unchanged:  # files not read: their documents and rejects join those of the records read
+        rejects, reports, totals = chunked.rejects, None, split[_TOTALS]
+        if self._unchanged:  # files not read: their totals and rejects join those of the records read
             batches = _batches(self._unchanged, max_rows)
             files = (
                 records.pipeline
                 | "UnchangedFiles" >> Listed(batches, self._listing("unchanged"), _encoded_batch, _decoded_batch)
                 | "SpreadUnchanged" >> beam.Reshuffle()
-                | "CarryFiles"
-                >> beam.ParDo(_CarryFiles(previous)).with_outputs(_CARRIED_SUMMARY, REJECTS, main="reports")
+                | "CarryFiles" >> beam.ParDo(_CarryFiles(previous)).with_outputs(_TOTALS, REJECTS, main="reports")
             )
-            summaries = (summaries, files[_CARRIED_SUMMARY]) | "AllCarriedSummaries" >> beam.Flatten()
+            totals = (totals, files[_TOTALS]) | "AllTotals" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
             reports = files.reports
         unread = [(partition_of(report.source, partitions), report.source) for report in self._unchanged]
+        every_partition = records.pipeline | "IndexPartitions" >> beam.Create([(n, None) for n in range(partitions)])
         compared = (
             {
-                "partition": records.pipeline
-                | "IndexPartitions" >> beam.Create([(n, None) for n in range(partitions)]),
+                "partition": every_partition,
                 "unread": records.pipeline | "UnreadSources" >> Listed(unread, self._listing("unread"), list, tuple),
                 "hash": split[_HASH],
                 "rows": written[DOCUMENTS],
@@ -878,7 +1000,15 @@ class ChunkIncrementally(beam.PTransform):
             | "ByPartition" >> beam.CoGroupByKey()
             | "Compare"
             >> beam.ParDo(_ComparePartition(previous, partitions, output, self._run_id, compression)).with_outputs(
-                _CHANGES, _FACTS, _DROPPED, main="index"
+                _CHANGES, _FACTS, _DROPPED, _IDS, main="index"
+            )
+        )
+        counted = (
+            {"partition": every_partition, "change": compared[_IDS]}
+            | "ById" >> beam.CoGroupByKey()
+            | "CountIds"
+            >> beam.ParDo(_CountIds(previous, partitions, output, self._run_id, compression)).with_outputs(
+                _DUPLICATES, main="files"
             )
         )
         chunk_files = written.files
@@ -891,8 +1021,18 @@ class ChunkIncrementally(beam.PTransform):
             | "WriteChanges" >> WriteRows(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows, folder)
             | "NoChanges" >> EmptyFileIfNone(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, folder)
         )
-        summaries = (chunked.summaries, summaries) | "AllSummaries" >> beam.Flatten()
-        return IncrementalChunks(chunk_files, rejects, reports, summaries, compared.index, change_files, facts)
+        return IncrementalChunks(
+            chunk_files,
+            rejects,
+            reports,
+            chunked.summaries,
+            totals,
+            counted[_DUPLICATES],
+            compared.index,
+            counted.files,
+            change_files,
+            facts,
+        )
 
     def _write_chunks(self, describe: Describe) -> beam.PTransform:
         """Chunk row lists -> the files (``files``) and each document's index row (``documents``): staged in

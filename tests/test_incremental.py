@@ -30,9 +30,10 @@ from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental import read_previous
 from pipelines.records import content_id
+from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO
 from tests.fault_injection import zerda_fault
-from tests.output_checks import read_manifest
+from tests.output_checks import read_manifest, write_manifest
 from zerda_core.chunks import AdaptiveChunker
 
 if TYPE_CHECKING:
@@ -285,7 +286,7 @@ def test_an_index_of_an_older_format_or_edited_runs_in_full_against_nothing_and_
             else:
                 pq.write_table(pq.read_table(path).drop_columns(["chunk_file"]), path)
             entry["bytes"] = path.stat().st_size
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest)
     _write_jsonl(corpus / "a.jsonl", [("a1", _doc(1)), ("a3", _doc(3))])
     second = run(_argv(corpus, output, "--incremental"))
     run(_argv(corpus, fresh))
@@ -325,7 +326,9 @@ def test_an_index_of_another_partition_count_compares_alike(
         "documents_removed": 3,
         "documents_unchanged": 8,
     }
-    run(_argv(corpus, fresh))
+    full = run(_argv(corpus, fresh))
+    assert manifest["counts"] == full["counts"] and manifest["counts"]["duplicate_doc_ids"] == 1  # d3: a and b
+    assert {p.name.split("-of-")[1] for p in (output / "_ids").iterdir()} == {f"{after:05d}.pq"}
     assert _rows(output) == _rows(fresh)
     assert _index(output) == _index(fresh)
     for path in (output / "_index").iterdir():  # each file holds its partition's sources, sorted
@@ -458,18 +461,19 @@ def settled_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_previous_inputs_edited_by_hand_are_read_again(
     edit: str, settled_run: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted."""
+    """A previous manifest whose ``inputs`` were edited cannot vouch for a file: it is read, not trusted (a
+    manifest of format 1, whose inputs were JSON, takes any type)."""
     corpus, fresh = settled_run  # the full run of the unchanged corpus
     output = tmp_path / "out"
     shutil.copytree(fresh, output)  # the previous run's output
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     if edit == "inputs null":
         manifest["inputs"] = None
     else:
         key, value = {"records a string": ("records", "7"), "bytes negative": ("bytes", -1)}.get(edit, ("stamp", 7))
         for entry in manifest["inputs"]:
             entry[key] = value
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest, format=1)
     result = run(_argv(corpus, output, "--incremental"))
     assert result["changes"]["incremental"] is True and result["changes"]["files_unchanged"] == 0
     assert result["counts"]["records_read"] == 13
@@ -598,6 +602,14 @@ def _flipped(data: bytes) -> bytes:
     return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
 
 
+def _damaged_footer(output: Path, prefix: str) -> str:
+    """The first file the manifest lists under ``prefix``, its footer overwritten in place (its size the same)."""
+    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith(prefix))
+    data = (output / victim).read_bytes()
+    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    return victim
+
+
 def test_a_previous_manifest_unreadable_runs_in_full_and_says_why(
     edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
@@ -643,9 +655,7 @@ def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     corpus, previous, fresh = edited_after_a_run
     output = tmp_path / "out"
     shutil.copytree(previous, output)
-    victim = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith("density"))
-    data = (output / victim).read_bytes()
-    (output / victim).write_bytes(data[:-24] + bytes(b ^ 0xFF for b in data[-24:-8]) + data[-8:])
+    victim = _damaged_footer(output, "density")
     result = run(_argv(corpus, output, "--incremental", *workers))
     assert _rows(output) == _rows(fresh)
     assert result["changes"]["incremental"] is False
@@ -729,9 +739,9 @@ def test_a_previous_manifest_of_a_newer_format_exits_2_naming_both_and_touches_n
     output = tmp_path / "out"
     shutil.copytree(previous, output)
     manifest = read_manifest(output)
-    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 2}), encoding="utf-8")
+    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 3}), encoding="utf-8")
     before = _snapshot(output)
-    said = "written by a newer zerda (format 2; this zerda reads 1)"
+    said = "written by a newer zerda (format 3; this zerda reads 2)"
     for extra in (["--incremental"], []):
         assert main(_argv(corpus, output, *extra)) == 2
         err = capsys.readouterr().err
@@ -858,12 +868,12 @@ def test_a_previous_input_count_edited_by_hand_gives_the_counts_of_a_full_run(
     corpus, fresh = settled_run  # the full run of the unchanged corpus
     output = tmp_path / "out"
     shutil.copytree(fresh, output)  # the previous run's output
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     for entry in manifest["inputs"]:
         entry["records"] += 1
-    (output / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    result = run(_argv(corpus, output, "--incremental"))
-    full = read_manifest(fresh)
+    write_manifest(output, manifest)
+    run(_argv(corpus, output, "--incremental"))
+    result, full = read_manifest(output), read_manifest(fresh)
     assert result["counts"] == full["counts"]
     assert [{**e, "stamp": ""} for e in result["inputs"]] == [{**e, "stamp": ""} for e in full["inputs"]]
     assert _rows(output) == _rows(fresh)
@@ -898,3 +908,130 @@ def test_chunk_ids_packed_for_the_shuffle_come_back_as_they_were() -> None:
     assert _unpacked({"chunk_ids": packed, "record": 3}) == {"chunk_ids": ids, "record": 3}
     for odd in (["not-a-digest", ids[0]], [ids[0].upper()], []):
         assert _unpacked({"chunk_ids": _packed(odd)})["chunk_ids"] == odd
+
+
+def _spy_outputs(monkeypatch: pytest.MonkeyPatch, cls: type, method: str = "process") -> list[Any]:
+    """What ``cls.<method>`` receives and gives from now on (in-memory runner: this process), as (element,
+    outputs) pairs."""
+    seen: list[Any] = []
+    real = getattr(cls, method)
+
+    def spy(self: Any, element: Any) -> Any:
+        outputs = list(real(self, element) or ())
+        seen.append((element, outputs))
+        return outputs
+
+    monkeypatch.setattr(cls, method, spy)
+    return seen
+
+
+def test_a_many_document_unchanged_file_gives_its_counts_in_one_element(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unread file's documents reach the manifest as one sum from its index slice, not one summary a
+    document (nor do the unchanged documents of a file read), and the counts are a full run's (documents,
+    chunks and characters by bucket)."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    many = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(400)]
+    _write_jsonl(corpus / "many.jsonl", many)
+    _write_jsonl(corpus / "small.jsonl", [("s1", _doc(1)), ("s2", _doc(2))])
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    _write_jsonl(corpus / "small.jsonl", [("s1", _doc(1)), ("s3", _doc(3))])
+    carried = _spy_outputs(monkeypatch, pipelines.incremental._CarryFiles)
+    classified = _spy_outputs(monkeypatch, pipelines.incremental._Classify)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    assert sum(len(outputs) for _, outputs in carried) == 2  # its report and its totals
+    kept = [out for _, outputs in classified for out in outputs if getattr(out, "tag", None) != "hash"]
+    assert [record.doc_id for record in kept] == ["s3"]  # s1 kept: a hash for the comparison, no summary of its own
+    full = run(_argv(corpus, fresh))
+    assert manifest["changes"]["files_unchanged"] == 1
+    assert manifest["counts"] == full["counts"]
+    assert len(manifest["counts"]["chunks_by_bucket"]) > 1
+    assert _rows(output) == _rows(fresh)
+
+
+def test_duplicate_ids_are_counted_from_the_previous_counts_and_what_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id counts once however many documents hold it, in an unread file or not: copies within the unread
+    file, a copy added in a file read against one in the unread file, and one removed. Only the ids of the
+    files read are sent to be counted."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    kept = [("twice", _doc(1)), ("twice", _doc(2)), ("shared", _doc(3)), ("left", _doc(4))]
+    kept += [(f"k{n}", _doc(n)) for n in range(30)]
+    _write_jsonl(corpus / "kept.jsonl", kept)
+    _write_jsonl(corpus / "read.jsonl", [("shared", _doc(5)), ("r1", _doc(6))])
+    _age(*corpus.iterdir())
+    first = run(_argv(corpus, output))
+    assert first["counts"]["duplicate_doc_id_examples"] == ["shared", "twice"]
+    _write_jsonl(corpus / "read.jsonl", [("left", _doc(7)), ("r1", _doc(6)), ("r2", _doc(8)), ("r2", _doc(9))])
+    changes = _spy_outputs(monkeypatch, pipelines.incremental._CountIds)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    sent = {doc_id for (_, grouped), _ in changes for change in grouped["change"] for doc_id in change}
+    full = run(_argv(corpus, fresh))
+    assert manifest["changes"]["files_unchanged"] == 1
+    assert manifest["counts"] == full["counts"]
+    assert manifest["counts"]["duplicate_doc_id_examples"] == ["left", "r2", "twice"]
+    assert sent == {"shared", "left", "r2"}  # r1 is in read.jsonl before and after: no change to send
+    assert sorted(pq.read_table(output / "_ids").to_pylist(), key=str) == sorted(
+        pq.read_table(fresh / "_ids").to_pylist(), key=str
+    )
+
+
+def test_a_previous_output_without_id_counts_counts_every_id(tmp_path: Path) -> None:
+    """An output of a zerda from before ``_ids/``: its ids are all counted again, and the counts are a full
+    run's; the run writes the id counts the next one starts from."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    manifest = read_manifest(output)
+    manifest["output"]["files"] = [e for e in manifest["output"]["files"] if not e["path"].startswith("_ids/")]
+    write_manifest(output, manifest)
+    shutil.rmtree(output / "_ids")
+    _corpus_v2(corpus)
+    second = run(_argv(corpus, output, "--incremental"))
+    full = run(_argv(corpus, fresh))
+    assert second["changes"]["incremental"] is True and second["changes"]["files_unchanged"] == 1
+    assert second["counts"] == full["counts"] and second["counts"]["duplicate_doc_ids"] == 1
+    assert pq.read_table(output / "_ids").sort_by("doc_id") == pq.read_table(fresh / "_ids").sort_by("doc_id")
+
+
+def test_previous_id_counts_damaged_in_place_give_a_full_run_that_says_why(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """An ``_ids`` file's footer overwritten, its size the same: the count of its partition fails on it, and
+    the launcher runs again in full (as for a damaged index file), with a full run's counts."""
+    corpus, previous, fresh = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    victim = _damaged_footer(output, "_ids/")
+    result = run(_argv(corpus, output, "--incremental"))
+    assert result["changes"]["reason"].startswith(f"full run: a previous index file cannot be read: {victim} (")
+    assert result["counts"] == read_manifest(fresh)["counts"]
+    assert _rows(output) == _rows(fresh)
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
+def test_an_output_whose_manifest_is_of_format_1_is_reported_and_carried(
+    settled_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An output of a zerda whose manifest held its lists in the JSON (format 1, no ``_manifest/``): zerda-report
+    reads it, an incremental run carries its unchanged files from it and writes the lists as tables."""
+    corpus, fresh = settled_run
+    output = tmp_path / "out"
+    shutil.copytree(fresh, output)
+    manifest = read_manifest(output)
+    manifest["output"]["files"] = [e for e in manifest["output"]["files"] if not e["path"].startswith("_manifest/")]
+    shutil.rmtree(output / "_manifest")
+    write_manifest(output, manifest, format=1)
+    assert report_main([str(output)]) == 0 and "records read" in capsys.readouterr().out
+    result = run(_argv(corpus, output, "--incremental"))
+    assert result["changes"]["files_unchanged"] == len(manifest["inputs"]) == 4
+    assert result["counts"] == manifest["counts"] and result["inputs"] == manifest["inputs"]
+    written = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    assert written["format"] == 2 and "inputs" not in written and "files" not in written["output"]
+    assert report_main(["--verify", str(output)]) == 0

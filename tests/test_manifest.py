@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import BeamAssertException, assert_that
@@ -17,8 +20,10 @@ from pipelines.output.build_manifest import (
     build_manifest,
     check_accounting,
     finish_manifest,
+    input_rows,
 )
 from pipelines.output.manifest import MANIFEST_FORMAT, Manifest
+from pipelines.output.schema import FILES_SCHEMA, INPUTS_SCHEMA
 from pipelines.records import REJECT_REASONS, FileReport, Reject
 from tests.output_checks import summaries_of
 
@@ -91,13 +96,7 @@ def test_counts_come_from_the_elements() -> None:
         assert counts["overlap_chars"] == 20
         assert counts["duplicate_doc_ids"] == 1
         assert counts["duplicate_doc_id_examples"] == ["dup"]
-        assert manifest["inputs"][1] == {
-            "source": "s3://bucket/in.jsonl",
-            "bytes": 4096,
-            "records": 7,
-            "error": "",
-            "stamp": "",
-        }
+        assert "inputs" not in manifest and manifest["output"] == {"root": "out"}  # the files read: a table
         assert manifest["settings"] == SETTINGS and manifest["fingerprint"] == "abc"
         check_accounting(manifest)
         json.dumps(manifest)
@@ -110,22 +109,21 @@ def test_empty_run_gives_zero_counts() -> None:
         counts = manifest["counts"]
         assert counts["records_read"] == counts["documents_chunked"] == counts["chunks"] == 0
         assert counts["chunks_by_bucket"] == {} and sum(counts["rejects"].values()) == 0
-        assert counts["duplicate_doc_id_examples"] == [] and manifest["inputs"] == []
+        assert counts["duplicate_doc_id_examples"] == [] and counts["files_read"] == 0
         check_accounting(manifest)
 
     run_manifest([], [], [], only(check))
 
 
 def manifest_with(records_read: int, documents_chunked: int, rejects: dict) -> dict:
-    counts = {"documents_chunked": documents_chunked, "rejects": rejects}
-    return build_manifest(
-        settings=SETTINGS,
-        fingerprint="abc",
-        output="out",
-        started=STARTED,
-        reports=[FileReport("in.jsonl", 1, records_read)],
-        counts=counts,
-    )
+    counts = {"files_read": 1, "records_read": records_read, "documents_chunked": documents_chunked, "rejects": rejects}
+    return build_manifest(settings=SETTINGS, fingerprint="abc", output="out", started=STARTED, counts=counts)
+
+
+def test_an_input_file_is_a_row_of_the_inputs_table_its_url_without_credentials() -> None:
+    assert input_rows(REPORTS[0]) == [
+        {"source": "s3://bucket/in.jsonl", "bytes": 4096, "records": 7, "error": "", "stamp": ""}
+    ]
 
 
 def test_check_accounting() -> None:
@@ -134,17 +132,15 @@ def test_check_accounting() -> None:
         check_accounting(manifest_with(5, 3, {"empty": 1}))
 
 
-def test_finish_manifest_adds_files_and_time_without_touching_the_input() -> None:
+def test_finish_manifest_adds_the_time_without_touching_the_input() -> None:
     before = manifest_with(1, 1, {})
-    files = [{"path": "density_bucket=3/part-00000.parquet", "rows": 1}]
-    after = finish_manifest(before, files=files, finished=STARTED + timedelta(seconds=90.5))
+    after = finish_manifest(before, finished=STARTED + timedelta(seconds=90.5))
     assert after["timings"] == {
         "started": "2025-01-02T03:04:05+00:00",
         "finished": "2025-01-02T03:05:35.500000+00:00",
         "seconds": 90.5,
     }
-    assert after["output"] == {"root": "out", "files": files}
-    assert before["output"]["files"] == [] and before["timings"]["finished"] is None
+    assert after["output"] == {"root": "out"} and before["timings"]["finished"] is None
     assert set(after["versions"]) == {"zerda", "apache-beam", "pyarrow", "python"}
 
 
@@ -153,31 +149,79 @@ def test_settings_must_be_json() -> None:
         BuildManifest(settings={"when": STARTED}, fingerprint="abc", output="out", started=STARTED)
 
 
+FILES = [
+    {"path": "_manifest/inputs/part-1.pq", "rows": 2, "bytes": 0},
+    {"path": "density_bucket=3/part-00000.parquet", "rows": 4, "bytes": 900},
+]
+INPUTS = [
+    {"source": "b.jsonl", "bytes": 10, "records": 3, "error": "", "stamp": "s"},
+    {"source": "a.jsonl", "bytes": 7, "records": 0, "error": "truncated", "stamp": ""},
+]
+
+
 def finished_manifest() -> dict:
-    """A manifest as the commit writes it, non-ASCII text and a file list included."""
+    """A manifest as the commit writes it, non-ASCII text and its table of files included."""
     built = manifest_with(3, 2, {"empty": 1})
-    files = [{"path": "density_bucket=3/part-00000.parquet", "rows": 4, "bytes": 900}]
-    return finish_manifest(
-        {**built, "settings": {**SETTINGS, "label": "نص"}}, files=files, finished=STARTED + timedelta(seconds=1)
-    )
+    finished = finish_manifest({**built, "settings": {**SETTINGS, "label": "نص"}}, finished=STARTED + timedelta(1))
+    return {**finished, "output": {"root": "out", "files_table": {"path": "_manifest/files.pq", "rows": 2, "bytes": 1}}}
 
 
-def test_a_manifest_round_trips_and_dumps_as_the_commit_always_wrote_it() -> None:
+def write_output(root: Path) -> dict:
+    """An output's manifest and its tables in ``root`` (no data files): the manifest written."""
+    (root / "_manifest/inputs").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(INPUTS, schema=INPUTS_SCHEMA), root / FILES[0]["path"])
+    files = [{**FILES[0], "bytes": (root / FILES[0]["path"]).stat().st_size}, FILES[1]]
+    pq.write_table(pa.Table.from_pylist(files, schema=FILES_SCHEMA), root / "_manifest/files.pq")
     data = finished_manifest()
-    manifest = Manifest(data)
+    data["output"]["files_table"]["bytes"] = (root / "_manifest/files.pq").stat().st_size
+    (root / "_manifest.json").write_text(Manifest(data).dumps(), encoding="utf-8")
+    return data
+
+
+def test_a_manifest_round_trips_and_dumps_as_the_commit_always_wrote_it(tmp_path: Path) -> None:
+    data = write_output(tmp_path)
+    manifest = Manifest.load_url(str(tmp_path))
     assert Manifest.loads(manifest.dumps()) == manifest == data
     assert manifest.dumps() == json.dumps(data, indent=2, ensure_ascii=False)  # the same bytes on disk
-    assert manifest.format == MANIFEST_FORMAT and manifest.fingerprint == "abc"
+    assert manifest.format == MANIFEST_FORMAT == 2 and manifest.fingerprint == "abc"
     assert manifest.counts["records_read"] == 3 and manifest.bucket_width == 0.1
-    assert manifest.files == data["output"]["files"] and manifest.inputs == data["inputs"]
+    assert [entry["path"] for entry in manifest.files or ()] == [entry["path"] for entry in FILES]
+    assert manifest.inputs == sorted(INPUTS, key=lambda entry: entry["source"])
+    assert manifest.with_lists()["output"]["files"] == manifest.files
     assert manifest.started == "2025-01-02T03:04:05+00:00" and manifest.changes is None
+    assert "inputs" not in json.loads(manifest.dumps()) and "files" not in json.loads(manifest.dumps())["output"]
+
+
+@pytest.mark.parametrize("damage", ["files table gone", "files table resized", "inputs part gone", "a page flipped"])
+def test_a_manifest_whose_tables_are_gone_or_changed_is_refused(damage: str, tmp_path: Path) -> None:
+    write_output(tmp_path)
+    files, part = tmp_path / "_manifest/files.pq", tmp_path / FILES[0]["path"]
+    if damage == "files table gone":
+        files.unlink()
+    elif damage == "files table resized":
+        files.write_bytes(files.read_bytes() + b"\0")
+    elif damage == "inputs part gone":
+        part.unlink()
+    else:
+        data = files.read_bytes()
+        files.write_bytes(data[:8] + bytes(b ^ 0xFF for b in data[8:16]) + data[16:])
+    manifest = Manifest.load_url(str(tmp_path))  # the JSON itself is whole
+    with pytest.raises(ManifestError, match="its table _manifest/"):
+        assert manifest.inputs
+
+
+def test_a_format_1_manifest_reads_its_lists_from_its_json() -> None:
+    older = {**finished_manifest(), "format": 1, "inputs": INPUTS, "output": {"root": "out", "files": FILES}}
+    manifest = Manifest.loads(json.dumps(older))
+    assert manifest.format == 1 and manifest.files == FILES and manifest.inputs == INPUTS
+    assert manifest.with_lists() == older
 
 
 def test_a_manifest_of_a_newer_format_is_refused_naming_both_formats() -> None:
     text = json.dumps({**finished_manifest(), "format": MANIFEST_FORMAT + 1})
     with pytest.raises(NewerManifestError) as refused:
         Manifest.loads(text, "out/_manifest.json")
-    said = f"out/_manifest.json was written by a newer zerda (format {MANIFEST_FORMAT + 1}; this zerda reads 1)"
+    said = f"out/_manifest.json was written by a newer zerda (format 3; this zerda reads {MANIFEST_FORMAT})"
     assert str(refused.value).startswith(said)
     assert not isinstance(refused.value, ManifestError)  # a reader that starts over on a broken one must not
 
@@ -192,6 +236,8 @@ def test_a_manifest_of_a_newer_format_is_refused_naming_both_formats() -> None:
         ('{"format": 0}', "format 0 is not a format number"),
         ('{"changes": []}', "'changes' is not an object"),
         ('{"output": {"files": [{"path": "/etc/passwd"}]}}', "output.files is not a list of files"),
+        ('{"format": 2, "output": {"files_table": {"path": "../x", "rows": 1, "bytes": 1}}}', "output.files_table"),
+        ('{"format": 2, "output": {"files_table": {"path": "x", "rows": 1}}}', "output.files_table is not the table"),
     ],
 )
 def test_a_manifest_not_zerdas_is_refused(text: str, says: str) -> None:
@@ -203,4 +249,4 @@ def test_an_older_manifest_without_a_format_or_a_file_list_reads() -> None:
     older = {key: value for key, value in finished_manifest().items() if key != "format"}
     older["output"] = {"root": "out"}
     manifest = Manifest.loads(json.dumps(older))
-    assert manifest.format == MANIFEST_FORMAT and manifest.files is None and manifest == older
+    assert manifest.format == 1 and manifest.files is None and manifest.inputs == [] and manifest == older

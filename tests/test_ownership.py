@@ -85,8 +85,9 @@ def test_the_commit_deletes_only_zerdas_files_and_keeps_hidden_ones(tmp_path: Pa
     assert not (output / "density_bucket=3/part-00042.parquet").exists()
     files = {str(p.relative_to(output)) for p in output.rglob("*") if p.is_file()} - set(hidden)
     now = {entry["path"] for entry in read_manifest(output)["output"]["files"]}
-    assert files == {*now, "_manifest.json", "_SUCCESS"}
-    assert {path for path in files & listed if not path.startswith("_index/")} == set()  # index files: by partition
+    assert files == {*now, "_manifest.json", "_manifest/files.pq", "_SUCCESS"}
+    partitioned = ("_index/", "_ids/", "_manifest/files.pq")  # named by partition, or the manifest's own table
+    assert {path for path in files & listed if not path.startswith(partitioned)} == set()
 
 
 class _Plant(beam.DoFn):
@@ -174,8 +175,8 @@ def test_a_manifest_of_a_newer_format_is_refused_not_read_as_no_manifest(tmp_pat
     broken one only sends the launch to the footers."""
     output = _finished(tmp_path / "out")
     manifest = read_manifest(output)
-    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 2}), encoding="utf-8")
-    with pytest.raises(NewerManifestError, match=r"format 2; this zerda reads 1"):
+    (output / "_manifest.json").write_text(json.dumps({**manifest, "format": 3}), encoding="utf-8")
+    with pytest.raises(NewerManifestError, match=r"format 3; this zerda reads 2"):
         dataset_files(LocalFileSystem(), str(output))
     (output / "_manifest.json").write_text(json.dumps({**manifest, "output": []}), encoding="utf-8")
     assert dataset_files(LocalFileSystem(), str(output)).foreign == ()

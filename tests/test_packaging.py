@@ -12,7 +12,6 @@ without ``PYTHONPATH``, so only the installed copy can be imported.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from tests.common import DATA, REPO
+from tests.output_checks import read_manifest
 
 SAMPLE_CORPUS = "pipelines/sample_corpus"
 TIMEOUT = 300
@@ -185,7 +185,7 @@ def test_console_script_runs_the_pipeline_from_the_installed_package(installed: 
     assert result.returncode == 0, result.stdout + result.stderr
     output = tmp_path / "out"
     assert (output / "_SUCCESS").exists()
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     counts = manifest["counts"]
     assert counts["documents_chunked"] > 0
     expected_root = installed.parent.resolve() if bundled else (tmp_path / "corpus").resolve()

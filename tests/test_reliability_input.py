@@ -267,7 +267,7 @@ def test_partition_directories_come_only_from_bucket_numbers(bad_run: CorpusRun)
         assert path.resolve().is_relative_to(output.resolve()), path
     top = {p.name for p in output.iterdir()}
     buckets = {name for name in top if name.startswith("density_bucket=")}
-    assert top == {"_SUCCESS", "_manifest.json", "_rejects", "_index", "_changes"} | buckets
+    assert top == {"_SUCCESS", "_manifest.json", "_manifest", "_rejects", "_index", "_ids", "_changes"} | buckets
     assert buckets and buckets <= {f"density_bucket={k}" for k in range(10)}
     for bucket in buckets:
         assert all(p.is_file() and p.suffix == ".parquet" for p in (output / bucket).iterdir())

@@ -261,6 +261,7 @@ def _commit_with_missing_staging(out: Path, name: str) -> None:
     manifest = read_manifest(out)
     counts = manifest["counts"]  # counts of the one staged row: the commit's own checks of them pass
     counts.update(chunks_by_bucket={"4": 1}, rejects={}, reject_rows=0, records_read=counts["documents_chunked"])
+    counts.update(files_read=0)  # nor an input table
     commit = write_module._Commit(fs_root)
     list(commit.process(None, [staged], [], manifest, []))
 

@@ -309,9 +309,9 @@ def test_refuses_a_manifest_of_a_newer_format_naming_both(output: str, verify: l
     """A newer zerda's output is not read on a guess (its keys may mean otherwise), by the report or --verify."""
     listing(output)
     path = Path(output) / "_manifest.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 2}))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 3}))
     said = refusal([*verify, output], capsys)
-    assert "written by a newer zerda (format 2; this zerda reads 1)" in said, said
+    assert "written by a newer zerda (format 3; this zerda reads 2)" in said, said
 
 
 def test_refuses_an_output_missing_or_changing_a_file_its_manifest_lists(output: str, capsys) -> None:

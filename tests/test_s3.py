@@ -23,7 +23,8 @@ import pytest
 import zstandard
 
 from pipelines.cli.rechunk import run
-from pipelines.output.layout import PARTITION_COLUMN
+from pipelines.output.layout import FILES_TABLE, PARTITION_COLUMN
+from pipelines.output.manifest import Manifest
 from pipelines.report import load_report
 from pipelines.report import main as report_main
 from tests.common import DATA, MULTI_PROCESS, REPO
@@ -117,8 +118,7 @@ def read_chunks(s3_env: S3Env, output: str) -> pa.Table:
 
 
 def read_manifest(s3_env: S3Env, output: str) -> dict[str, Any]:
-    with s3_env.filesystem().open(f"{output.removeprefix('s3://')}/_manifest.json", "rb") as f:
-        return json.loads(f.read())
+    return Manifest.load(s3_env.filesystem(), output.removeprefix("s3://")).with_lists()
 
 
 def listing(s3_env: S3Env, output: str) -> list[str]:
@@ -171,7 +171,7 @@ def test_s3_run_is_complete_and_accounted(s3_env: S3Env, corpus: Corpus, output:
     assert "_SUCCESS" in files and "_manifest.json" in files
     assert not [f for f in files if f.startswith("_staging") or ".zerda-probe" in f], files
     written = sorted(f["path"] for f in manifest["output"]["files"])
-    assert written == [f for f in files if f.endswith((".parquet", ".pq"))]
+    assert written == [f for f in files if f.endswith((".parquet", ".pq")) and f != FILES_TABLE]
     assert sum(f["rows"] for f in manifest["output"]["files"] if f["path"].endswith(".parquet")) == counts["chunks"]
 
 
@@ -222,7 +222,7 @@ def test_s3_rerun_in_worker_processes_replaces_the_previous_dataset(
     assert_documents_chunked_whole(table, jsonl_documents)
     files = listing(s3_env, rerun)
     assert sorted(f["path"] for f in manifest["output"]["files"]) == [
-        f for f in files if f.endswith((".parquet", ".pq"))
+        f for f in files if f.endswith((".parquet", ".pq")) and f != FILES_TABLE
     ]
     assert read_manifest(s3_env, rerun) == manifest
     assert "_SUCCESS" in files

@@ -16,6 +16,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.cli.rechunk import main as rechunk_main
 from pipelines.output.schema import CHUNK_SCHEMA
 from pipelines.report import main as report_main
+from tests.output_checks import read_manifest, write_manifest
 
 if TYPE_CHECKING:
     from tests.s3_server import S3Env
@@ -77,11 +78,10 @@ def test_a_flipped_byte_in_a_chunk_page_is_named_and_an_intact_output_verifies(
 
 def test_rows_sizes_and_unlisted_files_are_checked_against_the_manifest(tmp_path: Path, capsys) -> None:
     output = _run(tmp_path, "zstd")
-    manifest_path = output / "_manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     entry = next(e for e in manifest["output"]["files"] if e["path"].startswith("density_bucket="))
     entry["rows"] += 1
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest)
     stray = output / "density_bucket=0" / "extra.parquet"
     stray.parent.mkdir(exist_ok=True)
     pq.write_table(pa.Table.from_pylist([], schema=CHUNK_SCHEMA), stray)
@@ -156,11 +156,10 @@ def test_a_file_is_opened_and_read_without_asking_its_size(
     monkeypatch.setattr(LocalFileSystem, "size", counted)
     code, out = _verify(output, capsys)
     assert code == 0 and not asked, (out, asked)
-    manifest_path = output / "_manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     entry = next(e for e in manifest["output"]["files"] if e["path"].startswith("density_bucket="))
     entry["bytes"] += 1
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(output, manifest)
     code, out = _verify(output, capsys)
     assert code == 1 and f"{entry['path']}: {entry['bytes'] - 1:,} bytes, the manifest says {entry['bytes']:,}" in out
 

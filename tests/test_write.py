@@ -5,7 +5,6 @@ Pipelines run on the real DirectRunner and the dataset is read back with pyarrow
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -24,9 +23,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # not collected by pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines.errors import CommitError
 from pipelines.output import write as write_module
 from pipelines.output.build_manifest import BuildManifest, check_accounting
-from pipelines.output.layout import PARTITION_COLUMN, density_bucket, n_buckets
+from pipelines.output.layout import INPUTS_DIR, PARTITION_COLUMN, density_bucket, n_buckets
 from pipelines.output.ownership import STAGED_KEY
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
@@ -35,13 +35,14 @@ from pipelines.output.write import (
     StagedFile,
     WriteChunks,
     WriteDescribedChunks,
+    WriteInputs,
     WriteRejects,
     new_run_id,
     prepare_output,
 )
 from pipelines.records import FileReport, Reject
 from tests.common import REPO, most_at_once
-from tests.output_checks import documents_of, summaries_of
+from tests.output_checks import documents_of, read_manifest, summaries_of
 
 
 def chunk_row(doc: int, index: int, density: float = 0.42, keywords: list | None = None) -> dict:
@@ -111,6 +112,7 @@ def run_write(
         staged = {
             "chunks": chunks | "WriteChunks" >> WriteChunks(output, run_id, **write),
             "rejects": bad | "WriteRejects" >> WriteRejects(output, run_id, **write),
+            "inputs": reports | "WriteInputs" >> WriteInputs(output, run_id, "zstd", 1000),
         }
         {**staged, "manifest": manifest} | "Commit" >> CommitOutput(output)
 
@@ -126,12 +128,15 @@ def read_rejects(output: Path) -> list[Reject]:
     return sorted((Reject(**row) for row in table.to_pylist()), key=lambda r: r.record)
 
 
+UNLISTED = {"_SUCCESS", "_manifest.json", "_manifest/files.pq"}  # files a finished output has beside those listed
+
+
 def files_under(output: Path) -> set[str]:
     return {p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file()}
 
 
 def manifest_files(output: Path) -> dict:
-    manifest = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(output)
     check_accounting(manifest)
     return {entry["path"]: entry["rows"] for entry in manifest["output"]["files"]}
 
@@ -271,16 +276,18 @@ def test_round_trip_reads_back_in_pyarrow_and_duckdb(tmp_path: Path) -> None:
     assert not any(f.startswith("_staging") for f in files)
     # 6 rows a bucket, 4 a file: two files each, named as staged; the manifest lists exactly what is there
     listed = manifest_files(out)
-    assert set(listed) == files - {"_SUCCESS", "_manifest.json"}
-    named = re.compile(r"(density_bucket=[049]/part-[0-9a-f]{32}\.parquet|_rejects/part-[0-9a-f]{32}\.pq)")
+    assert set(listed) == files - UNLISTED
+    named = re.compile(
+        r"(density_bucket=[049]/part-[0-9a-f]{32}\.parquet|(_rejects|_manifest/inputs)/part-[0-9a-f]{32}\.pq)"
+    )
     assert all(named.fullmatch(path) for path in listed)
-    assert sorted(listed.values()) == [2, 2, 2, 2, 4, 4, 4]
+    assert sorted(listed.values()) == [1, 2, 2, 2, 2, 4, 4, 4]  # the one input file read, in the inputs table
 
 
 def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "out"
     run_write(str(out), corpus(9), max_rows_per_file=1)  # 9 files of one document in 3 buckets, 2 reject files
-    assert len(files_under(out)) == 9 + 2 + 2  # + _SUCCESS and _manifest.json
+    assert len(files_under(out)) == 9 + 2 + 1 + 3  # + the inputs table, _SUCCESS, _manifest.json and its files
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     second = corpus(6, densities=(0.42, 0.55))  # bucket 0 and 9 gone, bucket 5 new, no rejects
@@ -290,8 +297,9 @@ def test_rerun_with_other_file_count_and_workers_leaves_nothing_stale(tmp_path: 
 
     assert read_chunks(str(out)) == sorted(second, key=lambda row: row["chunk_id"])
     files = files_under(out)
-    assert set(manifest_files(out)) == files - {"_SUCCESS", "_manifest.json"}
-    assert {f.split("/")[0] for f in manifest_files(out)} == {"density_bucket=4", "density_bucket=5", "_rejects"}
+    assert set(manifest_files(out)) == files - UNLISTED
+    folders = {f.split("/")[0] for f in manifest_files(out)}
+    assert folders == {"density_bucket=4", "density_bucket=5", "_rejects", "_manifest"}
     (rejects,) = [n for path, n in manifest_files(out).items() if path.startswith("_rejects/")]
     assert rejects == 0  # no reject: one empty file, so queries of it work
     assert not (out / "density_bucket=0").exists()
@@ -314,7 +322,7 @@ def test_retried_bundles_and_stray_staged_files_are_not_committed(tmp_path: Path
     assert len(read_rejects(out)) == len(REJECTS)
     # the commit deletes its own staging only; a dead run's is the launcher's to delete (hold_output)
     assert [p.relative_to(out).parts[:2] for p in (out / "_staging").rglob("*.parquet")] == [("_staging", "killed-run")]
-    assert set(manifest_files(out)) == files_under(out) - {"_SUCCESS", "_manifest.json", *stray_files(out)}
+    assert set(manifest_files(out)) == files_under(out) - {*UNLISTED, *stray_files(out)}
 
 
 def stray_files(output: Path) -> set[str]:
@@ -396,3 +404,18 @@ def test_the_commit_checks_the_footers_of_kept_files_in_parallel(
     to_move, moved = write_module._pending_moves(fs, str(root), plan)
     assert to_move == [] and moved == {f"{root}/{final}" for _, final in plan}
     assert most[0] > 1, "the footers were read one after another"
+
+
+def test_the_commit_refuses_an_inputs_table_that_is_not_one_row_per_file_read(tmp_path: Path) -> None:
+    """The table of the files read is checked like the data: its staged rows are the files the manifest counts
+    read, or nothing in OUTPUT changes."""
+    out = tmp_path / "out"
+    run_write(str(out), corpus(3))
+    before = files_under(out)
+    manifest = read_manifest(out)
+    no_rows = {"chunks_by_bucket": {}, "rejects": {}, "reject_rows": 0, "records_read": 0, "documents_chunked": 0}
+    manifest["counts"].update(no_rows, files_read=2)  # no data staged; one input row staged for two files
+    staged = StagedFile(INPUTS_DIR, f"_staging/{new_run_id()}/{INPUTS_DIR}/part-{uuid.uuid4().hex}.pq", 1)
+    with pytest.raises(CommitError, match=r"_manifest/inputs: 1 rows, manifest 2 files read"):
+        list(write_module._Commit(str(out)).process(None, [], [], manifest, [staged]))
+    assert files_under(out) == before

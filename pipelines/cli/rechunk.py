@@ -85,6 +85,7 @@ from pipelines.output.lease import best_effort
 from pipelines.output.manifest import Manifest
 from pipelines.output.write import (
     CommitOutput,
+    WriteInputs,
     WriteRejects,
     discard_staging,
     has_finished_output,
@@ -225,22 +226,21 @@ def build_pipeline(
         write_rejects = WriteTableRejects(table.rejects_location, run_id, compression, max_rows, f"{DATA_DIR}/{run_id}")
     staged_rejects = rejects | "WriteRejects" >> write_rejects
     reports = read.files if chunked.reports is None else (read.files, chunked.reports) | "AllReports" >> beam.Flatten()
-    manifest = {
-        "summaries": chunked.summaries,
-        "rejects": rejects,
-        "reports": reports,
-    } | "Manifest" >> BuildManifest(
+    counted = {"summaries": chunked.summaries, "totals": chunked.totals, "duplicates": chunked.duplicates}
+    manifest = {**counted, "rejects": rejects, "reports": reports} | "Manifest" >> BuildManifest(
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=str(output), started=started
     )
     manifest = incremental.annotate(manifest, chunked.facts)
-    staged = {"chunks": chunked.chunk_files, "rejects": staged_rejects, "manifest": manifest}
-    staged |= {"index": chunked.index_files, "changes": chunked.change_files}
+    inputs = reports | "WriteInputs" >> WriteInputs(staging, run_id, compression, max_rows)
+    staged = {"chunks": chunked.chunk_files, "rejects": staged_rejects, "manifest": manifest, "inputs": inputs}
+    staged |= {"index": chunked.index_files, "ids": chunked.id_files, "changes": chunked.change_files}
     commit = CommitOutput(staging, lease) if table is None else CommitTable(table, run_id)
     return staged | "Commit" >> commit
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the job; returns the manifest. Raises UsageError/SettingsError/InputError/OutputError on bad usage.
+    """Run the job; returns the manifest, with its per-file lists (``inputs``, ``output.files``) read from its
+    tables. Raises UsageError/SettingsError/InputError/OutputError on bad usage.
 
     Every argument and setting is checked, and OUTPUT's lease taken, before anything in OUTPUT changes;
     the previous output stays finished until this run's commit replaces it.
@@ -278,7 +278,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     manifest = Manifest.load_url(args.output)
     if not args.quiet and not write_stdout(render_summary(manifest) + "\n"):
         print("zerda: the output is committed; its summary could not be printed", file=sys.stderr)
-    return manifest.to_dict()
+    return manifest.with_lists()
 
 
 def _say_previous(previous: Previous, files: list[InputFile], incremental: bool) -> None:
@@ -561,8 +561,10 @@ def _not_text_hints(manifest: dict[str, Any]) -> list[str]:
 
 
 def _not_text_messages(manifest: dict[str, Any]) -> Iterator[str]:
+    if "table" in manifest["output"]:  # an Iceberg table's rejects are in its rejects table, not files
+        return
     root = manifest["output"]["root"].rstrip("/")
-    for entry in manifest["output"]["files"]:
+    for entry in Manifest.load_url(root).files or ():
         if entry["path"].startswith(f"{REJECTS_DIR}/"):
             with fsspec.open(f"{root}/{entry['path']}", "rb") as f:
                 for batch in pq.ParquetFile(f).iter_batches(columns=["reason", "message"]):

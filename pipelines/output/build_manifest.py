@@ -7,8 +7,9 @@ Wiring (the rechunk entry point)::
     )
 
 gives a PCollection of ONE dict; ``pipelines.output.write.CommitOutput`` takes it as a side input, adds the
-files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``
-(``Manifest.dumps``).
+table of the files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``
+(``Manifest.dumps``). The input files read are not in it: ``input_rows`` makes their rows, which the job
+writes like any output file (``_manifest/inputs/``), so no worker gathers the list.
 
 Every reader of a written manifest goes through ``pipelines.output.manifest.Manifest``.
 
@@ -17,12 +18,19 @@ The inputs:
 - ``summaries``: one ``(doc_id, {bucket: [chunks, characters, text characters, overlap characters]})``
   per chunked document (see ``pipelines.chunking.summarise``), from
   ``ChunkDocuments`` (one small element a document, not a pass over every chunk row).
+- ``totals`` (optional): ``(documents, {bucket: [...]})``, many documents at once: an incremental run's
+  input file not read, summed from its previous index slice (``pipelines.incremental``).
+- ``duplicates`` (optional): ``(ids held by two documents or more, up to DUPLICATE_EXAMPLES of them)`` per
+  part of the ids, when the caller counts ids itself (an incremental run's ``_ids/``); without it the ids
+  of ``summaries`` meet in a ``CombinePerKey``.
 - ``rejects``: ``Reject`` records; each counts as ``count`` records of its reason (a flood's summary row
   stands for many), and ``reject_rows`` counts the rows, which the commit checks against the files.
-- ``reports``: ``FileReport`` per input file; ``records_read`` is the sum of their ``records``, so the
-  reader counts every record it emits, as a document or as a reject (a file-level reject included).
+- ``reports``: ``FileReport`` per input file; ``files_read`` counts them and ``records_read`` is the sum of
+  their ``records``, so the reader counts every record it emits, as a document or as a reject (a file-level
+  reject included).
 
-Counts come from one combine over these elements (a single shuffle), not from Beam Metrics: the outputs of a failed or
+Counts come from one combine over these elements (a single shuffle; its accumulators are numbers, merged
+in a tree), not from Beam Metrics: the outputs of a failed or
 retried bundle are discarded with it, so the numbers are exact, where metrics may count attempts
 twice or not be queryable on every runner. ``check_accounting`` checks records read = documents
 chunked + rejects. The manifest holds the reviewed settings, never pipeline options or environment
@@ -33,7 +41,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -59,47 +67,38 @@ def versions() -> dict[str, str]:
     }
 
 
+def input_rows(report: FileReport) -> list[dict[str, Any]]:
+    """An input file's row of the manifest's inputs table (as the one-row list the staging step takes)."""
+    source = redact_url(report.source)
+    return [
+        {
+            "source": source,
+            "bytes": report.bytes_read,
+            "records": report.records,
+            "error": report.error,
+            "stamp": report.stamp,
+        }
+    ]
+
+
 def build_manifest(
-    *,
-    settings: Mapping[str, Any],
-    fingerprint: str,
-    output: str,
-    started: datetime,
-    reports: Iterable[FileReport],
-    counts: Mapping[str, Any],
+    *, settings: Mapping[str, Any], fingerprint: str, output: str, started: datetime, counts: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The manifest before commit: ``timings.finished`` and ``output.files`` are filled by ``finish_manifest``."""
-    inputs = sorted(
-        (
-            {
-                "source": redact_url(r.source),
-                "bytes": r.bytes_read,
-                "records": r.records,
-                "error": r.error,
-                "stamp": r.stamp,
-            }
-            for r in reports
-        ),
-        key=lambda entry: str(entry["source"]),
-    )
+    """The manifest before commit: ``timings.finished`` is filled by ``finish_manifest``, and ``output`` by the
+    commit (the table of the files it committed)."""
     return {
         "format": MANIFEST_FORMAT,
         "fingerprint": fingerprint,
         "settings": dict(settings),
-        "inputs": inputs,
-        "counts": {
-            "files_read": len(inputs),
-            "records_read": sum(entry["records"] for entry in inputs),
-            **counts,
-        },
+        "counts": dict(counts),
         "timings": {"started": started.isoformat(), "finished": None, "seconds": None},
         "versions": versions(),
-        "output": {"root": redact_url(output), "files": []},
+        "output": {"root": redact_url(output)},
     }
 
 
-def finish_manifest(manifest: Mapping[str, Any], *, files: list[dict[str, Any]], finished: datetime) -> dict[str, Any]:
-    """A copy of ``manifest`` with the files written (paths relative to OUTPUT) and the finish time."""
+def finish_manifest(manifest: Mapping[str, Any], *, finished: datetime) -> dict[str, Any]:
+    """A copy of ``manifest`` with the finish time."""
     started = datetime.fromisoformat(manifest["timings"]["started"])
     return {
         **manifest,
@@ -108,7 +107,6 @@ def finish_manifest(manifest: Mapping[str, Any], *, files: list[dict[str, Any]],
             "finished": finished.isoformat(),
             "seconds": round((finished - started).total_seconds(), 3),
         },
-        "output": {**manifest["output"], "files": files},
     }
 
 
@@ -130,6 +128,8 @@ def _by_bucket(totals: Mapping[int, int]) -> dict[str, int]:
 
 def _counts(
     *,
+    files_read: int,
+    records_read: int,
     documents_chunked: int,
     rejects: Mapping[str, int],
     reject_rows: int,
@@ -141,6 +141,8 @@ def _counts(
     duplicate_examples: list[str],
 ) -> dict[str, Any]:
     return {
+        "files_read": files_read,
+        "records_read": records_read,
         "documents_chunked": documents_chunked,
         "rejects": {reason: rejects.get(reason, 0) for reason in REJECT_REASONS},
         "reject_rows": reject_rows,
@@ -169,22 +171,29 @@ class BuildManifest(beam.PTransform):
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         summaries, rejects, reports = pcolls["summaries"], pcolls["rejects"], pcolls["reports"]
-        duplicates = (
-            summaries
-            | "DocId" >> beam.Map(lambda summary: (summary[0], 1))
-            | "CountDocIds" >> beam.CombinePerKey(sum)
-            | "SeenTwice" >> beam.FlatMap(lambda id_count: [("duplicate", id_count[0])] if id_count[1] > 1 else [])
-        )
-        facts = (
-            summaries | "DocumentFacts" >> beam.Map(lambda summary: ("document", summary[1])),
+        duplicates = pcolls.get("duplicates")
+        if duplicates is None:
+            duplicates = (
+                summaries
+                | "DocId" >> beam.Map(lambda summary: (summary[0], 1))
+                | "CountDocIds" >> beam.CombinePerKey(sum)
+                | "SeenTwice" >> beam.FlatMap(lambda id_count: [(1, [id_count[0]])] if id_count[1] > 1 else [])
+            )
+        kinds = [
+            summaries | "DocumentFacts" >> beam.Map(lambda summary: ("documents", (1, summary[1]))),
             rejects | "RejectFacts" >> beam.Map(lambda reject: ("reject", (reject.reason, reject.count))),
             reports | "FileFacts" >> beam.Map(lambda report: ("file", report)),
-            duplicates,
-        ) | "AllFacts" >> beam.Flatten()
+            duplicates | "DuplicateFacts" >> beam.Map(lambda found: ("duplicates", found)),
+        ]
+        if "totals" in pcolls:
+            kinds.append(pcolls["totals"] | "TotalFacts" >> beam.Map(lambda totals: ("documents", totals)))
+        facts = tuple(kinds) | "AllFacts" >> beam.Flatten()
         return facts | "Count" >> beam.CombineGlobally(_ManifestCounts()) | "Assemble" >> beam.Map(self._assemble)
 
     def _assemble(self, acc: dict[str, Any]) -> dict[str, Any]:
         counts = _counts(
+            files_read=acc["files"],
+            records_read=acc["records"],
             documents_chunked=acc["documents"],
             rejects=acc["rejects"],
             reject_rows=acc["reject_rows"],
@@ -195,10 +204,10 @@ class BuildManifest(beam.PTransform):
             duplicate_doc_ids=acc["duplicates"],
             duplicate_examples=acc["examples"],
         )
-        return build_manifest(**self._static, reports=acc["reports"], counts=counts)
+        return build_manifest(**self._static, counts=counts)
 
 
-def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
+def add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) -> None:
     """Add ``{bucket: [chunks, characters, text characters, overlap characters]}`` into ``totals``."""
     for bucket, numbers in more.items():
         total = totals.setdefault(bucket, [0] * len(numbers))
@@ -207,7 +216,8 @@ def _add_buckets(totals: dict[int, list[int]], more: Mapping[int, list[int]]) ->
 
 
 class _ManifestCounts(beam.CombineFn):
-    """Every count of the manifest in one combine: one shuffle instead of one per count."""
+    """Every count of the manifest in one combine: one shuffle instead of one per count. Its accumulators are
+    numbers and bounded maps (reasons, buckets, a few example ids), so they merge in a tree whatever the input."""
 
     def create_accumulator(self) -> dict[str, Any]:
         return {
@@ -217,23 +227,27 @@ class _ManifestCounts(beam.CombineFn):
             "buckets": {},
             "duplicates": 0,
             "examples": [],
-            "reports": [],
+            "files": 0,
+            "records": 0,
         }
 
     def add_input(self, acc: dict[str, Any], fact: Any) -> dict[str, Any]:
         kind, value = fact
-        if kind == "document":
-            acc["documents"] += 1
-            _add_buckets(acc["buckets"], value)
+        if kind == "documents":
+            documents, buckets = value
+            acc["documents"] += documents
+            add_buckets(acc["buckets"], buckets)
         elif kind == "reject":
             reason, count = value
             acc["rejects"][reason] = acc["rejects"].get(reason, 0) + count
             acc["reject_rows"] += 1
         elif kind == "file":
-            acc["reports"].append(value)
+            acc["files"] += 1
+            acc["records"] += value.records
         else:
-            acc["duplicates"] += 1
-            acc["examples"] = sorted([*acc["examples"], value])[:DUPLICATE_EXAMPLES]
+            duplicates, examples = value
+            acc["duplicates"] += duplicates
+            acc["examples"] = sorted([*acc["examples"], *examples])[:DUPLICATE_EXAMPLES]
         return acc
 
     def merge_accumulators(self, accs: Any) -> dict[str, Any]:
@@ -243,10 +257,11 @@ class _ManifestCounts(beam.CombineFn):
             for reason, n in acc["rejects"].items():
                 merged["rejects"][reason] = merged["rejects"].get(reason, 0) + n
             merged["reject_rows"] += acc["reject_rows"]
-            _add_buckets(merged["buckets"], acc["buckets"])
+            add_buckets(merged["buckets"], acc["buckets"])
             merged["duplicates"] += acc["duplicates"]
             merged["examples"] = sorted([*merged["examples"], *acc["examples"]])[:DUPLICATE_EXAMPLES]
-            merged["reports"].extend(acc["reports"])
+            merged["files"] += acc["files"]
+            merged["records"] += acc["records"]
         return merged
 
     def extract_output(self, acc: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,7 @@ from pipelines.output.layout import (
     TABLE_SCHEME,
 )
 from pipelines.output.lease import best_effort
-from pipelines.output.manifest import Manifest
+from pipelines.output.manifest import Manifest, write_files_table
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
     DOCUMENTS,
@@ -419,7 +419,7 @@ class _CommitTable(beam.DoFn):
         new_files = [f for f in chunk_files if not f.kept]
         chunk_data = _data_files(chunks, target.chunks_location, run_id, new_files)
         reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
-        final = without_credentials(finish_manifest(manifest, files=[], finished=datetime.now(timezone.utc)))
+        final = without_credentials(finish_manifest(manifest, finished=datetime.now(timezone.utc)))
         final["output"] |= {"root": target.url, "table": target.name, "rejects_table": target.rejects_name}
         _unless_stopped(run_id, lambda: publish_side_files(target, run_id, side_files, final))
         rejects_before = rejects.current_snapshot()
@@ -457,9 +457,10 @@ def _check_base(table: Table, base: int | None) -> None:
 
 
 def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile], manifest: Mapping[str, Any]) -> None:
-    """Put the run's index and change files in its side folder and write its whole manifest beside them
-    (``_manifest.json``: the files with their rows and sizes, and the input files' stamps that let the next
-    incremental run skip unchanged files); then delete the run's staging.
+    """Put the run's index, id-count, change and input-table files in its side folder and write its manifest
+    beside them (``_manifest.json`` and its table of the files with their rows and sizes; the input files'
+    stamps, in the inputs table, let the next incremental run skip unchanged files); then delete the run's
+    staging.
 
     The change files were written there (``TableIncrementally``); the index files, one a partition, are moved
     from the staging to their names. One listing of the folder finds each file and its size (no file is read
@@ -476,7 +477,10 @@ def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile
         raise CommitError(f"the run's side file {missing[0]} is missing: not committing (another run writing?)")
     _remove(fs, [f"{folder}/{path}" for path in sizes.keys() - named])
     entries = [{"path": f.committed_path, "rows": f.rows, "bytes": sizes[f.committed_path]} for f in staged]
-    side_manifest = {**manifest, "output": {**manifest["output"], "files": sorted(entries, key=lambda e: e["path"])}}
+    side_manifest = {
+        **manifest,
+        "output": {**manifest["output"], "files_table": write_files_table(fs, folder, entries)},
+    }
     fs.pipe_file(f"{folder}/{MANIFEST_FILE}", Manifest(side_manifest).dumps().encode())
     _remove_staging(fs, root, run_id)
 

@@ -2,8 +2,8 @@
 (``pipelines.incremental``) with the table's files.
 
 Every table run keeps its document index and its changes in its side folder,
-``<chunk table location>__zerda/<run_id>/`` (``_index/part-J-of-P.pq``, ``_changes/part-*.pq``, and
-``_manifest.json``, the run's whole manifest, input files' stamps included); the snapshot it commits names the
+``<chunk table location>__zerda/<run_id>/`` (``_index/``, ``_ids/``, ``_changes/``, and ``_manifest.json`` with
+its tables in ``_manifest/``, input files' stamps included); the snapshot it commits names the
 run (``zerda.run-id``), so the index of the table's current snapshot is found from the snapshot alone.
 
 An incremental run (:func:`read_previous_table`) starts from the current snapshot, which must be a zerda run's:
@@ -75,14 +75,15 @@ def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool
     root = posixpath.normpath(root)
     where = f"{target.name}'s snapshot {snapshot.snapshot_id}"
     try:
-        manifest = Manifest.loads(_read_bytes(fs, f"{root}/{MANIFEST_FILE}"), f"{root}/{MANIFEST_FILE}")
+        manifest = Manifest.loads(_read_bytes(fs, f"{root}/{MANIFEST_FILE}"), f"{root}/{MANIFEST_FILE}", fs, root)
+        committed, _ = manifest.files, manifest.inputs  # format 2: its tables, read and checked here
     except (FileNotFoundError, IsADirectoryError):
         reason = f"full run: the side folder of {where} has no {MANIFEST_FILE}{_AGAINST_NOTHING}"
         return Previous(reason=reason), snapshot.snapshot_id
     except ManifestError as err:
         reason = f"full run: the {MANIFEST_FILE} of {where} is unreadable ({err.why}){_AGAINST_NOTHING}"
         return Previous(reason=reason), snapshot.snapshot_id
-    entries = {entry["path"]: entry.get("bytes") for entry in manifest.files or []}
+    entries = {entry["path"]: entry.get("bytes") for entry in committed or []}
     index = [path for path in entries if path.startswith(f"{INDEX_DIR}/")]
     try:
         listed = fs.find(f"{root}/{INDEX_DIR}", detail=True)

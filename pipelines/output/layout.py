@@ -1,9 +1,9 @@
 """Where things lie in OUTPUT, and the density bucket a chunk goes to: the layout readers rely on.
 
 ``OUTPUT/density_bucket=K/part-<uuid>.parquet`` (Hive partitioning; ``K`` from :func:`density_bucket`),
-``OUTPUT/_rejects/``, ``_index/`` and ``_changes/`` (``.pq``, so that the documented
-``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)`` reads chunks only), ``_manifest.json``,
-``_SUCCESS``, and ``_staging/`` while a run writes.
+``OUTPUT/_rejects/``, ``_index/``, ``_ids/`` and ``_changes/`` (``.pq``, so that the documented
+``read_parquet('OUTPUT/**/*.parquet', hive_partitioning=true)`` reads chunks only), ``_manifest.json`` and its
+tables in ``_manifest/``, ``_SUCCESS``, and ``_staging/`` while a run writes.
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ MANIFEST_FILE = "_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
 CHUNK_SUFFIX = ".parquet"
 REJECT_SUFFIX = ".pq"
-# The document index of a run and the chunk ids it added and removed (pipelines.incremental); .pq like rejects.
+# The document index of a run, how many documents hold each id, and the chunk ids it added and removed
+# (pipelines.incremental); .pq like rejects.
 INDEX_DIR = "_index"
+IDS_DIR = "_ids"
 CHANGES_DIR = "_changes"
+# The manifest's per-file lists, beside _manifest.json (which stays small): each committed file, written by the
+# commit, and each input file read, staged by the workers like any output file.
+MANIFEST_DIR = "_manifest"
+FILES_TABLE = f"{MANIFEST_DIR}/files.pq"
+INPUTS_DIR = f"{MANIFEST_DIR}/inputs"
 # An Iceberg table output, --output iceberg://NAMESPACE.TABLE (pipelines.output.iceberg); its files no snapshot names
 # are orphans once the run that wrote them started this long ago (a younger run may be writing still).
 TABLE_SCHEME = "iceberg://"

@@ -5,24 +5,44 @@ launcher all read the manifest through :class:`Manifest`: one parse, one shape c
 so a manifest a newer zerda wrote is refused everywhere alike rather than misread. The commit writes it with
 :meth:`Manifest.dumps`. Building one during a run is ``pipelines.output.build_manifest``'s (no Beam is imported here:
 ``zerda-report`` reads manifests without it).
+
+Format 2 keeps ``_manifest.json`` small whatever the number of files: the per-file lists are Parquet tables
+beside it. ``_manifest/files.pq`` lists every committed file (path, rows, bytes; the JSON records its own rows
+and bytes under ``output.files_table``), and ``_manifest/inputs/part-*.pq``, files it lists, every input file
+read. Format 1 held both lists in the JSON (``inputs``, ``output.files``); :attr:`Manifest.files` and
+:attr:`Manifest.inputs` read either.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from pipelines.errors import ManifestError, NewerManifestError
-from pipelines.output.layout import BUCKET_WIDTHS, MANIFEST_FILE, PARTITION_COLUMN, REJECTS_DIR, is_bucket_width
+from pipelines.output.layout import (
+    BUCKET_WIDTHS,
+    FILES_TABLE,
+    INPUTS_DIR,
+    MANIFEST_FILE,
+    PARTITION_COLUMN,
+    REJECTS_DIR,
+    is_bucket_width,
+)
+from pipelines.output.schema import FILES_SCHEMA, INPUTS_SCHEMA
 from pipelines.redact import bounded
 from pipelines.settings import OutputSettings
 
-MANIFEST_FORMAT = 1  # raised when a key changes meaning, so that an older zerda refuses rather than misreads
+MANIFEST_FORMAT = 2  # raised when a key changes meaning, so that an older zerda refuses rather than misreads
+_LISTS = 2  # the first format whose per-file lists are tables beside the JSON
 _MAPPINGS = ("settings", "counts", "timings", "versions", "output")
 _JSON_KINDS = {"list": "an array", "str": "a string", "bool": "a boolean", "NoneType": "null"}
 
@@ -31,14 +51,22 @@ class Manifest(Mapping[str, Any]):
     """A written ``_manifest.json``, checked: its JSON object (read as a mapping, keys as on disk) and typed
     accessors for what readers use. :meth:`loads` refuses a manifest that is not zerda's
     (:class:`ManifestError`) or of a newer format (:class:`NewerManifestError`); a manifest without
-    ``format`` reads as format 1, the first. A part an older zerda did not write reads as empty or None."""
+    ``format`` reads as format 1, the first. A part an older zerda did not write reads as empty or None.
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    ``fs`` and ``root`` say where its output is: the tables of a format 2 manifest are read from there when
+    :attr:`files` or :attr:`inputs` is first asked for (a table gone, resized or broken: :class:`ManifestError`)."""
+
+    def __init__(
+        self, data: Mapping[str, Any], fs: AbstractFileSystem | None = None, root: str = "", where: str = MANIFEST_FILE
+    ) -> None:
         self._data = dict(data)
+        self._fs, self._root, self._where = fs, root, where
 
     @classmethod
-    def loads(cls, text: str | bytes, where: str = MANIFEST_FILE) -> Manifest:
-        """Parse and check a manifest's text; ``where`` names it in a refusal."""
+    def loads(
+        cls, text: str | bytes, where: str = MANIFEST_FILE, fs: AbstractFileSystem | None = None, root: str = ""
+    ) -> Manifest:
+        """Parse and check a manifest's text; ``where`` names it in a refusal; ``fs`` and ``root``: its output."""
         try:
             data = json.loads(text)
         except ValueError as err:  # not JSON, not UTF-8: edited by hand, cut short, or another tool's file
@@ -46,9 +74,9 @@ class Manifest(Mapping[str, Any]):
         if not isinstance(data, dict):
             found = _JSON_KINDS.get(type(data).__name__, "a number")
             raise ManifestError(where, f"not zerda's: its JSON is {found}, not an object")
-        _check_format(data.get("format", MANIFEST_FORMAT), where)
+        _check_format(data.get("format", 1), where)
         _check_shape(data, where)
-        return cls(data)
+        return cls(data, fs, root, where)
 
     @classmethod
     def load(cls, fs: AbstractFileSystem, root: str) -> Manifest:
@@ -56,7 +84,7 @@ class Manifest(Mapping[str, Any]):
         storage is the caller's to word)."""
         path = posixpath.join(root, MANIFEST_FILE)
         with fs.open(path, "rb") as f:
-            return cls.loads(f.read(), path)
+            return cls.loads(f.read(), path, fs, root)
 
     @classmethod
     def load_url(cls, output: str) -> Manifest:
@@ -69,7 +97,13 @@ class Manifest(Mapping[str, Any]):
         return json.dumps(self._data, indent=2, ensure_ascii=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object as written (in format 2 without the per-file lists: see :meth:`with_lists`)."""
         return dict(self._data)
+
+    def with_lists(self) -> dict[str, Any]:
+        """The manifest as one object with its per-file lists, ``inputs`` and ``output.files``, as format 1 held
+        them (read from its tables: the size of this grows with the number of files)."""
+        return {**self._data, "inputs": self.inputs, "output": {**self._data.get("output", {}), "files": self.files}}
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
@@ -85,7 +119,7 @@ class Manifest(Mapping[str, Any]):
 
     @property
     def format(self) -> int:
-        return int(self._data.get("format", MANIFEST_FORMAT))
+        return int(self._data.get("format", 1))
 
     @property
     def fingerprint(self) -> str | None:
@@ -120,21 +154,63 @@ class Manifest(Mapping[str, Any]):
     def root(self) -> str:
         return str(self._data.get("output", {}).get("root", ""))
 
-    @property
+    @functools.cached_property
     def inputs(self) -> list[Mapping[str, Any]]:
-        """The input entries that are objects (an entry edited into anything else is no input)."""
-        inputs = self._data.get("inputs")
-        return [entry for entry in inputs if isinstance(entry, Mapping)] if isinstance(inputs, list) else []
+        """The input files read (source, bytes, records, error, stamp), by source. In format 1 the entries of the
+        JSON that are objects (an entry edited into anything else is no input)."""
+        if self.format < _LISTS:
+            inputs = self._data.get("inputs")
+            return [entry for entry in inputs if isinstance(entry, Mapping)] if isinstance(inputs, list) else []
+        parts = [entry for entry in self.files or () if entry["path"].startswith(f"{INPUTS_DIR}/")]
+        rows = [row for entry in parts for row in self._table(entry, INPUTS_SCHEMA).to_pylist()]
+        return sorted(rows, key=lambda row: row["source"])
 
-    @property
+    @functools.cached_property
     def files(self) -> list[Mapping[str, Any]] | None:
         """The committed files' entries (path relative to OUTPUT, rows, bytes); None for an output of a zerda
         from before it listed them."""
-        return self._data.get("output", {}).get("files")
+        if self.format < _LISTS:
+            return self._data.get("output", {}).get("files")
+        listed = self._table(self._data["output"]["files_table"], FILES_SCHEMA).to_pylist()
+        if not all(_is_entry(entry) for entry in listed):
+            raise ManifestError(self._where, f"not zerda's: {FILES_TABLE} lists a file outside the output")
+        return listed
+
+    def _table(self, entry: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
+        """One of the manifest's tables, checked against its entry (size and rows) and its page checksums."""
+        path = entry["path"]
+        if self._fs is None:
+            raise ManifestError(self._where, f"its table {path} is read only with its output")
+        full = posixpath.join(self._root, path)
+        self._fs.invalidate_cache(posixpath.dirname(full))  # a listing cached before a commit rewrote the tables
+        try:  # any other OSError is the storage's, for the caller to word
+            data = self._fs.cat_file(full)
+        except FileNotFoundError as err:
+            raise ManifestError(self._where, f"its table {path} is gone") from err
+        if len(data) != entry["bytes"]:
+            raise ManifestError(self._where, f"its table {path} is of another size than committed")
+        try:  # read from memory: an OSError here is pyarrow's decoding error
+            table = pq.read_table(io.BytesIO(data), page_checksum_verification=True)
+            table = table.select(schema.names).cast(schema)
+        except (OSError, pa.ArrowException, KeyError) as err:  # a column gone, a page that fails its checksum
+            raise ManifestError(self._where, f"its table {path} is unreadable ({bounded(str(err))})") from err
+        if table.num_rows != entry["rows"]:
+            raise ManifestError(self._where, f"its table {path} holds {table.num_rows} rows, not {entry['rows']}")
+        return table
 
     @property
     def changes(self) -> Mapping[str, Any] | None:
         return self._data.get("changes")
+
+
+def write_files_table(fs: AbstractFileSystem, root: str, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes) by path, with page checksums;
+    returns its own entry, which the manifest records as ``output.files_table``."""
+    table = pa.Table.from_pylist(sorted(files, key=lambda entry: entry["path"]), schema=FILES_SCHEMA)
+    data = io.BytesIO()
+    pq.write_table(table, data, compression="zstd", write_page_checksum=True)
+    fs.pipe_file(posixpath.join(root, FILES_TABLE), data.getvalue())
+    return {"path": FILES_TABLE, "rows": table.num_rows, "bytes": len(data.getvalue())}
 
 
 def folder_rows(counts: Mapping[str, Any]) -> dict[str, int]:
@@ -179,9 +255,16 @@ def _check_shape(data: Mapping[str, Any], where: str) -> None:
     files = data.get("output", {}).get("files")
     if files is not None and (not isinstance(files, list) or not all(_is_entry(entry) for entry in files)):
         raise ManifestError(where, "not zerda's: output.files is not a list of files in the output")
+    table = data.get("output", {}).get("files_table")
+    if data.get("format", 1) >= _LISTS and not (_is_entry(table) and _counts(table, ("rows", "bytes"))):
+        raise ManifestError(where, "not zerda's: output.files_table is not the table of its files")
     changes = data.get("changes")
     if changes is not None and not isinstance(changes, dict):
         raise ManifestError(where, "not zerda's: 'changes' is not an object")
+
+
+def _counts(entry: Mapping[str, Any], keys: tuple[str, ...]) -> bool:
+    return all(isinstance(entry.get(key), int) and not isinstance(entry.get(key), bool) for key in keys)
 
 
 def _is_entry(entry: object) -> bool:

@@ -1,8 +1,9 @@
 """Which files in OUTPUT's dataset folders zerda wrote: a commit deletes only those, and a run does not start
 over anyone else's file where the dataset's readers would take it for zerda's.
 
-The dataset folders are ``density_bucket=K/``, ``_rejects/``, ``_index/`` and ``_changes/``. A file in them
-is zerda's when the previous manifest lists it, or when it has a committed file's name (``part-NNNNN.parquet``,
+The dataset folders are ``density_bucket=K/``, ``_rejects/``, ``_index/``, ``_ids/``, ``_changes/`` and
+``_manifest/`` (the manifest's tables). A file in them is zerda's when the previous manifest lists it (or is its
+table of files, ``_manifest/files.pq``), or when it has a committed file's name (``part-NNNNN.parquet``,
 ``.pq``) and its Parquet footer names the path a zerda run staged it as (what a commit stopped halfway
 leaves, its manifest already retracted). Any other file there is foreign: ``pyarrow.dataset(OUTPUT)`` and
 Spark read every file of a partition folder, and the documented ``read_parquet('OUTPUT/_rejects/*')`` every
@@ -25,7 +26,10 @@ from pipelines.errors import ManifestError
 from pipelines.output.layout import (
     CHANGES_DIR,
     CHUNK_SUFFIX,
+    FILES_TABLE,
+    IDS_DIR,
     INDEX_DIR,
+    MANIFEST_DIR,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
     REJECTS_DIR,
@@ -44,7 +48,13 @@ _FOOTER_THREADS = 16  # footer reads at once: on an object store each is a few r
 
 def is_dataset_entry(name: str) -> bool:
     """A top-level entry of OUTPUT that belongs to a run's dataset."""
-    return name.startswith(f"{PARTITION_COLUMN}=") or name in (REJECTS_DIR, INDEX_DIR, CHANGES_DIR)
+    return name.startswith(f"{PARTITION_COLUMN}=") or name in (
+        REJECTS_DIR,
+        INDEX_DIR,
+        IDS_DIR,
+        CHANGES_DIR,
+        MANIFEST_DIR,
+    )
 
 
 def staged_as(fs: AbstractFileSystem, path: str) -> str | None:
@@ -83,7 +93,7 @@ def dataset_files(fs: AbstractFileSystem, root: str) -> DatasetFiles:
         relative = posixpath.relpath(path, root)
         if path.endswith("/") or any(part.startswith((".", "_")) for part in relative.split("/")[1:]):
             continue  # an object store's folder marker (a zero-byte ``dir/``, the S3 console's), or a hidden name
-        if relative in listed:
+        if relative in listed or relative == FILES_TABLE:  # the manifest's own table: named by it, not in it
             ours.add(path)
         else:
             unlisted.append(path)

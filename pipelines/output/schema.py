@@ -85,6 +85,24 @@ INDEX_SCHEMA = pa.schema(
     ]
 )
 
+# One row per document id: how many chunked documents hold it, in any source (the manifest's duplicate ids). Kept
+# beside the index, partitioned by id, so that an incremental run counts duplicates from what changed.
+IDS_SCHEMA = pa.schema([_required("doc_id", pa.string()), _required("documents", pa.int64())])
+
+# The manifest's tables (pipelines.output.manifest): one row per input file read, and per committed file.
+INPUTS_SCHEMA = pa.schema(
+    [
+        _required("source", pa.string()),
+        _required("bytes", pa.int64()),
+        _required("records", pa.int64()),
+        _required("error", pa.string()),
+        _required("stamp", pa.string()),
+    ]
+)
+FILES_SCHEMA = pa.schema(
+    [_required("path", pa.string()), _required("rows", pa.int64()), _required("bytes", pa.int64())]
+)
+
 # One row per chunk id a run added or removed, against the previous committed output.
 CHANGES_SCHEMA = pa.schema(
     [

@@ -6,8 +6,10 @@ Wiring (the rechunk entry point)::
     run_id = new_run_id()
     staged_chunks = chunk_rows | "WriteChunks" >> WriteChunks(output, run_id, compression, max_rows_per_file)
     staged_rejects = rejects | "WriteRejects" >> WriteRejects(output, run_id, compression, max_rows_per_file)
+    staged_inputs = reports | "WriteInputs" >> WriteInputs(output, run_id, compression, max_rows_per_file)
     manifest = ... | pipelines.output.build_manifest.BuildManifest(...)
-    {"chunks": staged_chunks, "rejects": staged_rejects, "manifest": manifest} | "Commit" >> CommitOutput(output)
+    staged = {"chunks": staged_chunks, "rejects": staged_rejects, "inputs": staged_inputs}
+    {**staged, "manifest": manifest} | "Commit" >> CommitOutput(output)
 
 1. Stage. Each bundle streams its rows to new files ``OUTPUT/_staging/<run_id>/<dir>/part-<uuid4><ext>``
    (a file per ``max_rows_per_file`` rows and directory, written a row group at a time, so memory stays
@@ -21,8 +23,9 @@ Wiring (the rechunk entry point)::
    ``_changes/``; each keeps its staged name, so where a row lies is known when it is written), re-read every
    committed footer against the manifest's counts,
    delete this run's ``_staging/<run_id>`` (retried bundles' leftovers included; never another run's),
-   write ``_manifest.json``, then ``_SUCCESS``. A rerun replaces OUTPUT whole, whatever the number of
-   files before; a commit retried after a crash halfway finishes the job instead of losing files.
+   write the table of the committed files (``_manifest/files.pq``), ``_manifest.json``, then ``_SUCCESS``. A
+   rerun replaces OUTPUT whole, whatever the number of files before; a commit retried after a crash halfway
+   finishes the job instead of losing files.
 
 Why not Beam's own sinks: ``fileio.WriteToFiles`` loses data in Beam 2.77 when writing into new local
 sub-folders, and ``WriteToParquet`` leaves old ``-of-N`` shards behind when N changes.
@@ -64,10 +67,11 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, OutputError
-from pipelines.output.build_manifest import check_accounting, finish_manifest
+from pipelines.output.build_manifest import check_accounting, finish_manifest, input_rows
 from pipelines.output.identity import refuse_nested_output
 from pipelines.output.layout import (
     CHUNK_SUFFIX,
+    INPUTS_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
     REJECT_SUFFIX,
@@ -76,9 +80,9 @@ from pipelines.output.layout import (
     SUCCESS_FILE,
 )
 from pipelines.output.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
-from pipelines.output.manifest import Manifest, folder_rows
+from pipelines.output.manifest import Manifest, folder_rows, write_files_table
 from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
-from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
+from pipelines.output.schema import CHUNK_SCHEMA, INPUTS_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 from pipelines.records import Reject
 
 log = logging.getLogger("zerda")
@@ -473,6 +477,18 @@ class WriteRows(_WriteParquet):
         return rows | "StageRows" >> self._stage(self._schema, lambda _: directory, REJECT_SUFFIX)
 
 
+class WriteInputs(WriteRows):
+    """``FileReport``s -> staged parts of the manifest's table of the input files read (``_manifest/inputs/``),
+    written by bundle like any output file, so that no worker gathers the list; the commit checks their rows
+    against the files the manifest counts read."""
+
+    def __init__(self, output: str, run_id: str, compression: str, max_rows: int):
+        super().__init__(output, run_id, INPUTS_SCHEMA, INPUTS_DIR, compression, max_rows)
+
+    def expand(self, reports: beam.PCollection) -> beam.PCollection:
+        return super().expand(reports | "InputRows" >> beam.Map(input_rows))
+
+
 def staging_path(
     output: str, run_id: str, directory: str, suffix: str, folder: str | None = None
 ) -> tuple[Any, str, str]:
@@ -663,6 +679,7 @@ class _Commit(beam.DoFn):
         # counted (each committed file is checked to hold its staged rows once moved: _footer)
         check_accounting(manifest)
         _check_rows([*chunk_files, *reject_files], manifest)
+        _check_inputs(other_files, manifest)
         fs, root = _filesystem(self._output)
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
         if self._run_id is not None:
@@ -771,6 +788,16 @@ def _check_rows(files: list[StagedFile], manifest: Mapping[str, Any]) -> None:
         raise CommitError(f"staged rows differ from the manifest ({detail}); no {SUCCESS_FILE} written")
 
 
+def _check_inputs(files: list[StagedFile], manifest: Mapping[str, Any]) -> None:
+    """Raise CommitError unless the staged rows of the inputs table are the files the manifest counts read."""
+    rows = sum(staged.rows for staged in files if staged.directory == INPUTS_DIR)
+    if rows != manifest["counts"]["files_read"]:
+        raise CommitError(
+            f"staged rows differ from the manifest ({INPUTS_DIR}: {rows:,} rows, manifest"
+            f" {manifest['counts']['files_read']:,} files read); no {SUCCESS_FILE} written"
+        )
+
+
 def _is_counted(directory: str) -> bool:
     """A folder whose rows the manifest counts: a bucket's chunks or the rejects (not ``_index``, ``_changes``)."""
     return directory.startswith(f"{PARTITION_COLUMN}=") or directory == REJECTS_DIR
@@ -807,8 +834,11 @@ def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
 def _publish(
     fs: AbstractFileSystem, root: str, files: list[dict[str, Any]], manifest: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Write the manifest, then ``_SUCCESS``: the last step, the one that makes OUTPUT a finished output."""
-    final_manifest = finish_manifest(manifest, files=files, finished=datetime.now(timezone.utc))
+    """Write the table of the committed files, the manifest naming it (its rows and bytes), then ``_SUCCESS``: the
+    last step, the one that makes OUTPUT a finished output."""
+    listed = write_files_table(fs, root, files)
+    final_manifest = finish_manifest(manifest, finished=datetime.now(timezone.utc))
+    final_manifest["output"] = {**final_manifest["output"], "files_table": listed}
     fs.pipe_file(f"{root}/{MANIFEST_FILE}", Manifest(final_manifest).dumps().encode())
     fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
     return final_manifest

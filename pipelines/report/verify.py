@@ -20,7 +20,7 @@ import fsspec
 import pyarrow.parquet as pq
 
 from pipelines.errors import OutputError
-from pipelines.output.layout import CHANGES_DIR, INDEX_DIR, MANIFEST_FILE
+from pipelines.output.layout import CHANGES_DIR, FILES_TABLE, IDS_DIR, INDEX_DIR, MANIFEST_DIR, MANIFEST_FILE
 from pipelines.output.manifest import Manifest, folder_rows
 from pipelines.output.ownership import dataset_files
 from pipelines.redact import bounded
@@ -61,7 +61,7 @@ def _verify_output(url: str) -> Verification:
             problems.append(f"{relative}: {problem}")
         rows[relative.split("/", 1)[0]] += read
         total += read
-    problems += _count_problems(rows, manifest.counts)
+    problems += _count_problems(rows, manifest)
     problems += [f"{relative}: not listed in {MANIFEST_FILE}" for relative in _unlisted(fs, root, entries)]
     return Verification(len(entries), total, tuple(problems))
 
@@ -85,10 +85,13 @@ def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, An
     return read, None
 
 
-def _count_problems(rows: Mapping[str, int], counts: Mapping[str, Any]) -> list[str]:
-    """Each bucket folder's rows and the reject rows against what the manifest counts (:func:`folder_rows`)."""
-    expected = folder_rows(counts)
-    found = {folder: n for folder, n in rows.items() if folder not in (INDEX_DIR, CHANGES_DIR)}
+def _count_problems(rows: Mapping[str, int], manifest: Manifest) -> list[str]:
+    """Each bucket folder's rows and the reject rows against what the manifest counts (:func:`folder_rows`), and
+    the rows of its table of input files against the files it counts read."""
+    expected = folder_rows(manifest.counts)
+    if manifest.format >= 2 and manifest.counts.get("files_read"):
+        expected[MANIFEST_DIR] = manifest.counts["files_read"]
+    found = {folder: n for folder, n in rows.items() if folder not in (INDEX_DIR, IDS_DIR, CHANGES_DIR)}
     return [
         f"{folder}/: {found.get(folder, 0):,} rows, the manifest counts {expected.get(folder, 0):,}"
         for folder in sorted({*found, *expected})
@@ -101,7 +104,7 @@ def _unlisted(fs: fsspec.AbstractFileSystem, root: str, entries: Mapping[str, An
     the commit finds them (:func:`dataset_files`: hidden names and an object store's folder markers left out)."""
     found = dataset_files(fs, root)
     relatives = (posixpath.relpath(path, root) for path in (*found.ours, *found.foreign))
-    return sorted(relative for relative in relatives if relative not in entries)
+    return sorted(relative for relative in relatives if relative not in entries and relative != FILES_TABLE)
 
 
 def render_verification(url: str, result: Verification) -> str:
