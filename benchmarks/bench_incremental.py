@@ -38,10 +38,9 @@ import pyarrow.parquet as pq
 
 from benchmarks.bench_pipeline import child_env, synthetic_documents
 from benchmarks.scaffold import machine_line
-from pipelines.incremental import content_hash
 from pipelines.input.expand import expand_inputs
 from pipelines.input.source import read_file
-from pipelines.records import SourceRecord
+from pipelines.records import SourceRecord, content_hash
 from pipelines.settings import InputSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
