@@ -24,11 +24,15 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-import pipelines.incremental
+import pipelines.incremental.carry
+import pipelines.incremental.classify
+import pipelines.incremental.compare
+import pipelines.incremental.index
+import pipelines.incremental.previous
 import pipelines.input.read
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
-from pipelines.incremental import read_previous
+from pipelines.incremental.previous import read_previous
 from pipelines.records import content_id
 from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO
@@ -243,13 +247,13 @@ def test_only_the_chunk_files_of_changed_or_removed_documents_are_read(
     for path in corpus.iterdir():
         os.utime(path, (time.time() - 30, time.time() - 30))  # a new time: every file is read
     opened: list[str] = []
-    real = pipelines.incremental._read_table
+    real = pipelines.incremental.carry._read_table
 
     def spy(url: str, columns: list[str] | None = None, filters: Any = None) -> Any:
         opened.append(url)
         return real(url, columns, filters)
 
-    monkeypatch.setattr(pipelines.incremental, "_read_table", spy)
+    monkeypatch.setattr(pipelines.incremental.carry, "_read_table", spy)
     manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
     touched = {index["q2"], index["q5"]}
     assert sorted(url.split("/out/", 1)[1] for url in opened if "density_bucket=" in url) == sorted(touched)
@@ -312,11 +316,11 @@ def test_an_index_of_another_partition_count_compares_alike(
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     _corpus_v1(corpus)
     _age(*corpus.iterdir())
-    monkeypatch.setattr(pipelines.incremental, "index_partitions", lambda documents: before)
+    monkeypatch.setattr(pipelines.incremental.previous, "index_partitions", lambda documents: before)
     run(_argv(corpus, output))
     assert {p.name.split("-of-")[1] for p in (output / "_index").iterdir()} == {f"{before:05d}.pq"}
     _corpus_v2(corpus)
-    monkeypatch.setattr(pipelines.incremental, "index_partitions", lambda documents: after)
+    monkeypatch.setattr(pipelines.incremental.previous, "index_partitions", lambda documents: after)
     manifest = run(_argv(corpus, output, "--incremental"))
     assert {p.name.split("-of-")[1] for p in (output / "_index").iterdir()} == {f"{after:05d}.pq"}
     assert manifest["changes"]["incremental"] is True and manifest["changes"]["files_unchanged"] == 1
@@ -334,7 +338,7 @@ def test_an_index_of_another_partition_count_compares_alike(
     for path in (output / "_index").iterdir():  # each file holds its partition's sources, sorted
         sources = pq.read_table(path, columns=["source"])["source"].to_pylist()
         partition = int(path.name.split("-")[1])
-        assert sources == sorted(sources) and {pipelines.incremental.partition_of(s, after) for s in sources} == {
+        assert sources == sorted(sources) and {pipelines.incremental.index.partition_of(s, after) for s in sources} == {
             partition
         }
 
@@ -720,7 +724,7 @@ def test_an_index_file_the_workers_cannot_read_fails_the_run_in_one_line_touchin
         return real_open(self, path, *args, **kwargs)
 
     monkeypatch.setattr(LocalFileSystem, "_open", fail)
-    monkeypatch.setattr(pipelines.incremental, "_READ_RETRY_SECONDS", (0.0, 0.0))
+    monkeypatch.setattr(pipelines.incremental.previous, "_READ_RETRY_SECONDS", (0.0, 0.0))
     capsys.readouterr()
     assert main(_argv(corpus, output, "--incremental")) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -900,7 +904,7 @@ def test_two_files_redacted_to_one_source_are_read(tmp_path: Path) -> None:
 def test_chunk_ids_packed_for_the_shuffle_come_back_as_they_were() -> None:
     """Chunk ids travel to the comparison as 16-byte digests; ids of another form (an index edited by hand)
     travel as they are. Either way the comparison sees the same list."""
-    from pipelines.incremental import _packed, _unpacked
+    from pipelines.incremental.index import _packed, _unpacked
 
     ids = [hashlib.blake2b(str(n).encode(), digest_size=16).hexdigest() for n in range(5)]
     packed = _packed(ids)
@@ -939,8 +943,8 @@ def test_a_many_document_unchanged_file_gives_its_counts_in_one_element(
     _age(*corpus.iterdir())
     run(_argv(corpus, output))
     _write_jsonl(corpus / "small.jsonl", [("s1", _doc(1)), ("s3", _doc(3))])
-    carried = _spy_outputs(monkeypatch, pipelines.incremental._CarryFiles)
-    classified = _spy_outputs(monkeypatch, pipelines.incremental._Classify)
+    carried = _spy_outputs(monkeypatch, pipelines.incremental.carry._CarryFiles)
+    classified = _spy_outputs(monkeypatch, pipelines.incremental.classify._Classify)
     manifest = run(_argv(corpus, output, "--incremental"))
     assert sum(len(outputs) for _, outputs in carried) == 2  # its report and its totals
     kept = [out for _, outputs in classified for out in outputs if getattr(out, "tag", None) != "hash"]
@@ -968,7 +972,7 @@ def test_duplicate_ids_are_counted_from_the_previous_counts_and_what_was_read(
     first = run(_argv(corpus, output))
     assert first["counts"]["duplicate_doc_id_examples"] == ["shared", "twice"]
     _write_jsonl(corpus / "read.jsonl", [("left", _doc(7)), ("r1", _doc(6)), ("r2", _doc(8)), ("r2", _doc(9))])
-    changes = _spy_outputs(monkeypatch, pipelines.incremental._CountIds)
+    changes = _spy_outputs(monkeypatch, pipelines.incremental.compare._CountIds)
     manifest = run(_argv(corpus, output, "--incremental"))
     sent = {doc_id for (_, grouped), _ in changes for change in grouped["change"] for doc_id in change}
     full = run(_argv(corpus, fresh))

@@ -8,7 +8,7 @@ from pathlib import Path
 import apache_beam as beam
 
 from pipelines.cli.rechunk import build_pipeline
-from pipelines.incremental import Previous
+from pipelines.incremental.previous import Previous
 from pipelines.input.context import source_name
 from pipelines.input.expand import InputFile
 from pipelines.records import FileReport

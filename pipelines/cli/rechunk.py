@@ -12,7 +12,7 @@ if the summary cannot be printed (a full disk or a closed stdout: one line on st
          │                         └─► rejects ─────┼─► WriteRejects ─┐
          └─► rejects, file reports ─────────────────┴─► BuildManifest ─┴─► CommitOutput
 
-ChunkDocuments runs inside ``pipelines.incremental.ChunkIncrementally``: with ``--incremental`` the documents
+ChunkDocuments runs inside ``pipelines.incremental.transform.ChunkIncrementally``: with ``--incremental`` the documents
 unchanged since the previous output skip it and keep their rows; every run writes ``_index/`` and ``_changes/``.
 """
 
@@ -52,14 +52,8 @@ from pipelines.cli.options import Once, new_pipeline, non_empty, parse_arguments
 from pipelines.cli.summary import render_summary
 from pipelines.cli.worker_log import worker_environment
 from pipelines.errors import InputError, JobError, OutputError, SettingsError, UsageError, explained_line
-from pipelines.incremental import (
-    ChunkIncrementally,
-    Previous,
-    planned_partitions,
-    read_previous,
-    unreadable_carry,
-    without_carry,
-)
+from pipelines.incremental.previous import Previous, planned_partitions, read_previous, unreadable_carry, without_carry
+from pipelines.incremental.transform import ChunkIncrementally
 from pipelines.input.context import source_name
 from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
 from pipelines.input.listing import listing_folder
@@ -298,7 +292,7 @@ def _run_or_rerun_in_full(
     runner: PipelineRunner,
 ) -> None:
     """``attempt`` the run on ``pipeline``; if it failed on a previous chunk or index file it could not read
-    (:func:`~pipelines.incremental.unreadable_carry`), ``discard`` what it wrote and attempt it again in full
+    (:func:`~pipelines.incremental.previous.unreadable_carry`), ``discard`` what it wrote and attempt it again in full
     on a new pipeline, which reads no previous chunk file."""
     try:
         attempt(pipeline, previous)

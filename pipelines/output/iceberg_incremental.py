@@ -25,16 +25,16 @@ import apache_beam as beam
 from fsspec.core import url_to_fs
 
 from pipelines.errors import ManifestError, OutputError
-from pipelines.incremental import (
+from pipelines.incremental.carry import rows_staying
+from pipelines.incremental.previous import (
     _AGAINST_NOTHING,
     UNREADABLE_INDEX,
-    ChunkIncrementally,
     Previous,
     _read_bytes,
     _resized,
     judge_previous,
-    rows_staying,
 )
+from pipelines.incremental.transform import ChunkIncrementally
 from pipelines.input.listing import Listed
 from pipelines.output.iceberg import (
     DATA_DIR,
@@ -139,7 +139,7 @@ def _bucket_name(path: str) -> str:
 
 
 class TableIncrementally(ChunkIncrementally):
-    """:class:`~pipelines.incremental.ChunkIncrementally` into a table: chunks are written as the table's data
+    """:class:`~pipelines.incremental.transform.ChunkIncrementally` into a table: chunks are written as the table's data
     files; index, change and listing files are staged in the side folder (``output`` is
     :attr:`TableTarget.side_location`); a carry keeps or rewrites the snapshot's data files
     (:class:`_CarryDataFile`)."""

@@ -1,0 +1,195 @@
+"""ChunkIncrementally: the incremental steps wired around ChunkDocuments."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import NamedTuple
+
+import apache_beam as beam
+
+from pipelines.chunking import ChunkDocuments
+from pipelines.incremental.carry import (
+    _batches,
+    _CarryFiles,
+    _CarryRows,
+    _decoded_batch,
+    _encoded_batch,
+    _KeepUntouched,
+)
+from pipelines.incremental.classify import _Classify
+from pipelines.incremental.compare import _add_changes, _ComparePartition, _CountIds, _index_row
+from pipelines.incremental.index import partition_of
+from pipelines.incremental.previous import Previous
+from pipelines.incremental.tags import _CHANGES, _DROPPED, _DUPLICATES, _FACTS, _HASH, _IDS, _TO_CHUNK, _TOTALS
+from pipelines.input.listing import Listed, listing_folder
+from pipelines.names import REJECTS
+from pipelines.output.layout import (
+    CHANGES_DIR,
+)
+from pipelines.output.schema import CHANGES_SCHEMA
+from pipelines.output.write import (
+    DOCUMENTS,
+    Describe,
+    EmptyFileIfNone,
+    WriteDescribedChunks,
+    WriteRows,
+    absolute_url,
+)
+from pipelines.records import FileReport
+from pipelines.settings import OutputSettings
+
+
+class IncrementalChunks(NamedTuple):
+    """What :class:`ChunkIncrementally` gives the job."""
+
+    chunk_files: beam.PCollection  # StagedFiles: of the chunked documents, the rewritten and the kept previous files
+    rejects: beam.PCollection  # of the chunked documents and of the files not read
+    reports: beam.PCollection | None  # FileReports of the files not read (unchanged), from the previous manifest
+    summaries: beam.PCollection  # of every document chunked
+    totals: beam.PCollection  # (documents, bucket totals): of a bundle's unchanged documents, of each file not read
+    duplicates: beam.PCollection  # (duplicated ids, examples) of each id partition that has some
+    index_files: beam.PCollection  # StagedFiles of the index: one a partition that holds documents
+    id_files: beam.PCollection  # StagedFiles of the id counts: one an id partition that holds documents
+    change_files: beam.PCollection
+    facts: beam.PCollection  # one Counter of the change counts, for :meth:`ChunkIncrementally.annotate`
+
+
+class ChunkIncrementally(beam.PTransform):
+    """SourceRecords -> :class:`IncrementalChunks`: ``ChunkDocuments`` on what changed, written; the rest kept."""
+
+    def __init__(
+        self,
+        chunk_documents: ChunkDocuments,
+        previous: Previous,
+        unchanged: Sequence[FileReport] = (),
+        *,
+        output: str,
+        run_id: str,
+        settings: OutputSettings,
+        fingerprint: str,
+        partitions: int = 1,
+    ) -> None:
+        super().__init__()
+        self._partitions = partitions
+        self._chunk_documents = chunk_documents
+        self._previous = previous
+        self._unchanged = list(unchanged)
+        self._output = output
+        self._run_id = run_id
+        self._settings = settings
+        self._fingerprint = fingerprint
+
+    def expand(self, records: beam.PCollection) -> IncrementalChunks:
+        output = absolute_url(self._output)
+        compression, max_rows = self._settings.compression, self._settings.max_rows_per_file
+        partitions = self._partitions
+        previous = replace(self._previous, inputs={}, chunk_files=())  # what the workers need of it: no file list
+        split = records | "Classify" >> beam.ParDo(_Classify(previous, partitions)).with_outputs(
+            _TOTALS, _HASH, main=_TO_CHUNK
+        )
+        chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
+        describe = functools.partial(_index_row, fingerprint=self._fingerprint, partitions=partitions)
+        written = chunked.chunks | "WriteChunks" >> self._write_chunks(describe)
+        rejects, reports, totals = chunked.rejects, None, split[_TOTALS]
+        if self._unchanged:  # files not read: their totals and rejects join those of the records read
+            batches = _batches(self._unchanged, max_rows)
+            files = (
+                records.pipeline
+                | "UnchangedFiles" >> Listed(batches, self._listing("unchanged"), _encoded_batch, _decoded_batch)
+                | "SpreadUnchanged" >> beam.Reshuffle()
+                | "CarryFiles" >> beam.ParDo(_CarryFiles(previous)).with_outputs(_TOTALS, REJECTS, main="reports")
+            )
+            totals = (totals, files[_TOTALS]) | "AllTotals" >> beam.Flatten()
+            rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
+            reports = files.reports
+        unread = [(partition_of(report.source, partitions), report.source) for report in self._unchanged]
+        every_partition = records.pipeline | "IndexPartitions" >> beam.Create([(n, None) for n in range(partitions)])
+        compared = (
+            {
+                "partition": every_partition,
+                "unread": records.pipeline | "UnreadSources" >> Listed(unread, self._listing("unread"), list, tuple),
+                "hash": split[_HASH],
+                "rows": written[DOCUMENTS],
+            }
+            | "ByPartition" >> beam.CoGroupByKey()
+            | "Compare"
+            >> beam.ParDo(_ComparePartition(previous, partitions, output, self._run_id, compression)).with_outputs(
+                _CHANGES, _FACTS, _DROPPED, _IDS, main="index"
+            )
+        )
+        counted = (
+            {"partition": every_partition, "change": compared[_IDS]}
+            | "ById" >> beam.CoGroupByKey()
+            | "CountIds"
+            >> beam.ParDo(_CountIds(previous, partitions, output, self._run_id, compression)).with_outputs(
+                _DUPLICATES, main="files"
+            )
+        )
+        chunk_files = written.files
+        if previous.carry:
+            chunk_files = self._carry(compared[_DROPPED], written.files, output)
+        facts = compared[_FACTS] | "CountChanges" >> beam.CombineGlobally(_sum_counters)
+        run_id, folder = self._run_id, self._changes_folder()
+        change_files = (  # an empty _changes file when nothing changed: read_parquet('OUTPUT/_changes/*.pq') works
+            compared[_CHANGES]
+            | "WriteChanges" >> WriteRows(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, max_rows, folder)
+            | "NoChanges" >> EmptyFileIfNone(output, run_id, CHANGES_SCHEMA, CHANGES_DIR, compression, folder)
+        )
+        return IncrementalChunks(
+            chunk_files,
+            rejects,
+            reports,
+            chunked.summaries,
+            totals,
+            counted[_DUPLICATES],
+            compared.index,
+            counted.files,
+            change_files,
+            facts,
+        )
+
+    def _write_chunks(self, describe: Describe) -> beam.PTransform:
+        """Chunk row lists -> the files (``files``) and each document's index row (``documents``): staged in
+        OUTPUT, for its commit to move."""
+        settings = self._settings
+        return WriteDescribedChunks(
+            self._output, self._run_id, settings.compression, settings.max_rows_per_file, describe
+        )
+
+    def _changes_folder(self) -> str | None:
+        """Where in OUTPUT the change files are written: None, the run's staging, for its commit to move."""
+        return None
+
+    def _listing(self, name: str) -> str:
+        """Where a list the launcher knows is written for the workers (:class:`Listed`)."""
+        return listing_folder(self._output, self._run_id, name)
+
+    def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
+        """The chunk files of the run: ``written``, the previous files that hold a changed or removed document
+        rewritten without its rows (one task per file), and the other previous files kept, unread."""
+        previous, compression = self._previous, self._settings.compression
+        touched = dropped | "ByChunkFile" >> beam.GroupByKey()
+        rewritten = touched | "CarryRows" >> beam.ParDo(_CarryRows(previous.root, output, self._run_id, compression))
+        kept = (
+            written.pipeline
+            | "PreviousChunkFiles" >> Listed(previous.chunk_files, self._listing("previous"), list, tuple)
+            | "KeepUntouched"
+            >> beam.ParDo(_KeepUntouched(previous.root), beam.pvalue.AsList(touched | "TouchedFiles" >> beam.Keys()))
+        )
+        return (written, rewritten, kept) | "AllChunkFiles" >> beam.Flatten()
+
+    def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
+        """The manifest PCollection with the run's change counts added (``changes``)."""
+        files = len(self._unchanged)
+        previous = replace(self._previous, inputs={}, chunk_files=())  # its mode and reason: no file list
+        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), previous, files)
+
+
+def _sum_counters(counters: Iterable[Counter]) -> Counter:
+    total: Counter = Counter()
+    for counter in counters:
+        total.update(counter)
+    return total
