@@ -32,6 +32,7 @@ from apache_beam.runners.portability.portable_runner import PortableRunner
 
 from pipelines.cli.rechunk import run
 from tests.common import DATA, REPO
+from tests.output_checks import read_manifest
 
 START_TIMEOUT = 60.0
 
@@ -93,7 +94,7 @@ def assert_same_output(output: Path, manifest: dict[str, Any], direct: tuple[Pat
     """Complete (accounted, committed) and equal to the DirectRunner's output, row for row."""
     direct_output, direct_manifest = direct
     assert (output / "_SUCCESS").exists()
-    assert json.loads((output / "_manifest.json").read_text(encoding="utf-8")) == manifest
+    assert read_manifest(output) == manifest
     assert manifest["counts"] == direct_manifest["counts"]
     assert manifest["counts"]["documents_chunked"] >= 40
     assert manifest["counts"]["rejects"]["invalid_json"] == 1

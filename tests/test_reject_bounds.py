@@ -77,7 +77,8 @@ def test_a_flood_of_bad_lines_in_a_gzip_is_a_thousand_rows_and_one_summary(tmp_p
     assert counts["documents_chunked"] == 1
     assert counts["rejects"]["missing_text"] == 200_000
     assert counts["reject_rows"] == 1001
-    by_reason, by_file = scan.read_rejects(*url_to_fs(str(output)))
+    fs, root = url_to_fs(str(output))
+    by_reason, by_file = scan.read_rejects(fs, scan.reject_files(fs, root))
     assert by_reason == {"missing_text": 200_000}  # zerda-report counts records, not rows
     assert [(f.rejects, dict(f.reasons)) for f in by_file] == [(200_000, {"missing_text": 200_000})]
 

@@ -189,8 +189,9 @@ class Manifest(Mapping[str, Any]):
             raise ManifestError(self._where, f"its table {path} is gone") from err
         if len(data) != entry["bytes"]:
             raise ManifestError(self._where, f"its table {path} is of another size than committed")
-        try:  # read from memory: an OSError here is pyarrow's decoding error
-            table = pq.read_table(io.BytesIO(data), page_checksum_verification=True)
+        try:  # read from memory: an OSError here is pyarrow's decoding error. On the calling thread: Arrow's pool
+            # threads of a small read left running into interpreter exit abort the process (apache/arrow#50482)
+            table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True, use_threads=False)
             table = table.select(schema.names).cast(schema)
         except (OSError, pa.ArrowException, KeyError) as err:  # a column gone, a page that fails its checksum
             raise ManifestError(self._where, f"its table {path} is unreadable ({bounded(str(err))})") from err
