@@ -597,7 +597,8 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
     why = "a previous index file cannot be read" if how == "flipped" else "the previous output is incomplete (1 file(s)"
     assert manifest["changes"]["reason"].startswith(f"full run: {why}")
     assert victim in manifest["changes"]["reason"]
-    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True  # whole again
+    again = run(_argv(corpus, output, "--incremental"))["changes"]
+    assert again["incremental"] is True, again["reason"]  # whole again
 
 
 def _flipped(data: bytes) -> bytes:
