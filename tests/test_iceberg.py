@@ -371,7 +371,7 @@ def test_a_catalog_locked_at_commit_fails_the_run_with_one_line_and_keeps_the_pr
     first = run(["--output", f"iceberg://{TABLE}", "--config", str(config), "--quiet"])
     data = Path(load_table(warehouse).location().removeprefix("file://")) / "data"
     (first_run,) = [p.name for p in data.iterdir()]
-    corpus = write_corpus(tmp_path / "big.jsonl", 3000)
+    corpus = write_corpus(tmp_path / "big.jsonl", 12_000)  # long enough to be stopped while it writes, under load
     command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
     job = subprocess.Popen([*command, "--config", str(config), "--quiet"], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -417,7 +417,7 @@ def _a_second_run_writing(
     before = load_table(warehouse)
     data = Path(before.location().removeprefix("file://")) / "data"
     (first_run,) = [p.name for p in data.iterdir()]
-    corpus = write_corpus(tmp_path / "big.jsonl", 3000)
+    corpus = write_corpus(tmp_path / "big.jsonl", 12_000)  # long enough to be stopped while it writes, under load
     command = [str(BIN / "zerda-rechunk"), "--input", str(corpus), "--output", f"iceberg://{TABLE}"]
     job = subprocess.Popen(
         [*command, "--config", str(config), "--quiet"], start_new_session=True, stderr=subprocess.PIPE, text=True
