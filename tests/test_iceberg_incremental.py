@@ -18,7 +18,9 @@ from pyiceberg.table import Table
 
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import TableConflict
+from pipelines.output import iceberg
 from pipelines.output.iceberg import RUN_ID_KEY, SIDE_SUFFIX, TABLE_CHUNK_SCHEMA, _check_base
+from pipelines.output.layout import STAGING_DIR
 from pipelines.output.ownership import STAGED_KEY
 from tests.common import MULTI_PROCESS
 from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
@@ -228,3 +230,25 @@ def test_a_damaged_index_gives_a_full_run_that_says_why(
     assert second["changes"]["incremental"] is False
     assert second["changes"]["reason"].startswith(f"full run: {why}"), second["changes"]["reason"]
     assert run(_argv(corpus, config, "--incremental"))["changes"]["incremental"] is True
+
+
+def test_the_runs_listings_outlive_its_side_files_until_its_snapshots_are_committed(
+    edited: tuple[Path, Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner that retries a failed commit, or restarts the steps before it (Flink), reads the run's listings
+    again: publishing the side files must not delete the staging they are in; the committed run leaves none."""
+    corpus, warehouse, config, _ = edited
+    side = Path(load_table(warehouse).location().removeprefix("file://") + SIDE_SUFFIX)
+    listings: list[list[Path]] = []
+    publish = iceberg.publish_side_files
+
+    def spy(target: Any, run_id: str, staged: Any, manifest: Any) -> None:
+        publish(target, run_id, staged, manifest)
+        listings.append(sorted((side / STAGING_DIR / run_id / "listing").rglob("*.jsonl")))
+
+    monkeypatch.setattr(iceberg, "publish_side_files", spy)
+    manifest = run(_argv(corpus, config, "--incremental"))
+    assert manifest["changes"]["incremental"] is True
+    (after_publish,) = listings
+    assert any(path.parent.name == "previous" for path in after_publish), after_publish
+    assert not (side / STAGING_DIR).exists()

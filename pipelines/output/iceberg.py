@@ -433,6 +433,8 @@ class _CommitTable(beam.DoFn):
             best_effort(lambda: undo_snapshot(rejects, rejects_snapshot, before), "roll the rejects table back")
             raise
         final["output"]["snapshot_id"] = snapshot
+        fs, root = url_to_fs(target.side_location)
+        _remove_staging(fs, posixpath.normpath(root), run_id)
         log.info(
             "committed snapshot %d of %s (%d data files added, %d kept)",
             snapshot,
@@ -459,8 +461,9 @@ def _check_base(table: Table, base: int | None) -> None:
 def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile], manifest: Mapping[str, Any]) -> None:
     """Put the run's index, id-count, change and input-table files in its side folder and write its manifest
     beside them (``_manifest.json`` and its table of the files with their rows and sizes; the input files'
-    stamps, in the inputs table, let the next incremental run skip unchanged files); then delete the run's
-    staging.
+    stamps, in the inputs table, let the next incremental run skip unchanged files). The run's staging stays
+    until its snapshots are committed (:func:`_remove_staging`): a runner that retries a failed commit, or
+    restarts the steps before it (Flink), reads the run's listings again.
 
     The change files were written there (``TableIncrementally``); the index files, one a partition, are moved
     from the staging to their names. One listing of the folder finds each file and its size (no file is read
@@ -482,7 +485,6 @@ def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile
         "output": {**manifest["output"], "files_table": write_files_table(fs, folder, entries)},
     }
     fs.pipe_file(f"{folder}/{MANIFEST_FILE}", Manifest(side_manifest).dumps().encode())
-    _remove_staging(fs, root, run_id)
 
 
 def _remove_staging(fs: Any, root: str, run_id: str) -> None:
