@@ -24,7 +24,7 @@ from pipelines.output.layout import STAGING_DIR
 from pipelines.output.ownership import STAGED_KEY
 from tests.common import MULTI_PROCESS
 from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
-from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _write_jsonl
+from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _lowered_statistics, _write_jsonl
 
 SMALL_FILES = "  max_rows_per_file: 8\n"  # many data files, each of few documents: most stay untouched
 
@@ -199,6 +199,7 @@ def test_a_commit_refuses_a_table_that_changed_since_the_launch(
     ("how", "why"),
     [
         ("flipped", "a previous index file cannot be read"),
+        ("statistics", "a previous index file cannot be read"),
         ("deleted", "the previous output is incomplete"),
         ("manifest edited", "the _manifest.json of corpus.chunks's snapshot"),
         ("side folder gone", "the side folder of corpus.chunks's snapshot"),
@@ -208,14 +209,16 @@ def test_a_commit_refuses_a_table_that_changed_since_the_launch(
 def test_a_damaged_index_gives_a_full_run_that_says_why(
     how: str, why: str, edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    """An index file with a byte changed (its size the same: its pages' CRC tell) or gone, the run's side
-    manifest edited, its side folder deleted, a data file of the snapshot deleted by hand: the run is a full
-    one that says why, its rows a full run's; the next run is incremental again."""
+    """An index file with a byte changed (its size the same: its pages' CRC or its footer's digest tell) or
+    gone, the run's side manifest edited, its side folder deleted, a data file of the snapshot deleted by hand:
+    the run is a full one that says why, its rows a full run's; the next run is incremental again."""
     corpus, warehouse, config, first = edited
     side = _side(load_table(warehouse), first["output"]["snapshot_id"])
     (victim,) = (side / "_index").iterdir()
     if how == "flipped":
         victim.write_bytes(_flipped(victim.read_bytes()))
+    elif how == "statistics":
+        victim.write_bytes(_lowered_statistics(victim.read_bytes()))
     elif how == "deleted":
         victim.unlink()
     elif how == "data file gone":

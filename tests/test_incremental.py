@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -573,6 +574,7 @@ def edited_after_a_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         ("density_bucket=", "cut"),
         ("_index/", "garbage"),
         ("_index/", "flipped"),  # bytes changed, the size the same: known from the CRC of its pages when read
+        ("_index/", "statistics"),  # a footer's statistics changed: known from its digest in the manifest
     ],
 )
 def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
@@ -588,23 +590,47 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
         (output / victim).unlink()
     else:
         data = (output / victim).read_bytes()
-        (output / victim).write_bytes(
-            data[: len(data) // 2] if how == "cut" else b"not parquet" if how == "garbage" else _flipped(data)
-        )
+        damaged = {
+            "cut": lambda: data[: len(data) // 2],
+            "garbage": lambda: b"not parquet",
+            "flipped": lambda: _flipped(data),
+            "statistics": lambda: _lowered_statistics(data),
+        }
+        (output / victim).write_bytes(damaged[how]())
     manifest = run(_argv(corpus, output, "--incremental"))
     assert _rows(output) == _rows(fresh)
     assert manifest["changes"]["incremental"] is False
-    why = "a previous index file cannot be read" if how == "flipped" else "the previous output is incomplete (1 file(s)"
+    why = (
+        "a previous index file cannot be read"
+        if how in ("flipped", "statistics")
+        else "the previous output is incomplete (1 file(s)"
+    )
     assert manifest["changes"]["reason"].startswith(f"full run: {why}")
     assert victim in manifest["changes"]["reason"]
     again = run(_argv(corpus, output, "--incremental"))["changes"]
     assert again["incremental"] is True, again["reason"]  # whole again
 
 
-def _flipped(data: bytes) -> bytes:
-    """``data`` with its middle 8 bytes inverted (a bad disk sector, a bit rot): the same size."""
-    middle = len(data) // 2
-    return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
+def _flipped(data: bytes, column: str = "doc_id") -> bytes:
+    """A Parquet file's ``data`` with the last 8 bytes of ``column``'s first column chunk inverted (a bad disk
+    sector, a bit rot), the same size: bytes of a page's data, which its CRC covers. (Page headers and the
+    footer have no CRC; a flip there either fails to decode or changes only statistics, which the run uses
+    as a hint: see ``test_a_previous_index_with_wrong_statistics_costs_work_not_correctness``.)"""
+    group = pq.ParquetFile(pa.BufferReader(data)).metadata.row_group(0)
+    (chunk,) = (group.column(j) for j in range(group.num_columns) if group.column(j).path_in_schema == column)
+    end = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
+    return data[: end - 8] + bytes(b ^ 0xFF for b in data[end - 8 : end]) + data[end:]
+
+
+def _lowered_statistics(data: bytes) -> bytes:
+    """An index file's ``data`` with its footer's largest source replaced by one of the same length that sorts
+    before every source: still a Parquet file, whose statistics now say no row group holds any source."""
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    largest = pq.ParquetFile(pa.BufferReader(data)).metadata.row_group(0).column(0).statistics.max.encode()
+    lowered = largest[: largest.rfind(b"/") + 1] + b"!" * (len(largest) - largest.rfind(b"/") - 1)
+    changed = data[:footer] + data[footer:].replace(largest, lowered)
+    assert changed != data and len(changed) == len(data)
+    return changed
 
 
 def _damaged_footer(output: Path, prefix: str) -> str:

@@ -210,6 +210,18 @@ def test_a_manifest_whose_tables_are_gone_or_changed_is_refused(damage: str, tmp
         assert manifest.inputs
 
 
+def test_a_files_table_written_before_footer_digests_were_recorded_reads(tmp_path: Path) -> None:
+    """An output committed before the files table had a ``footer`` column: its entries read without one (the
+    next run reads its index unchecked), not as a damaged manifest (a full run)."""
+    data = write_output(tmp_path)
+    older = pa.schema([field for field in FILES_SCHEMA if field.name != "footer"])
+    pq.write_table(pq.read_table(tmp_path / "_manifest/files.pq").select(older.names), tmp_path / "_manifest/files.pq")
+    data["output"]["files_table"]["bytes"] = (tmp_path / "_manifest/files.pq").stat().st_size
+    (tmp_path / "_manifest.json").write_text(Manifest(data).dumps(), encoding="utf-8")
+    inputs_part = {**FILES[0], "bytes": (tmp_path / FILES[0]["path"]).stat().st_size}
+    assert Manifest.load_url(str(tmp_path)).files == [inputs_part, FILES[1]]
+
+
 def test_a_format_1_manifest_reads_its_lists_from_its_json() -> None:
     older = {**finished_manifest(), "format": 1, "inputs": INPUTS, "output": {"root": "out", "files": FILES}}
     manifest = Manifest.loads(json.dumps(older))

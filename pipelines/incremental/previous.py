@@ -32,7 +32,7 @@ from pipelines.output.layout import (
     REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.output.manifest import Manifest
+from pipelines.output.manifest import Manifest, footer_digest
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.records import FileReport
 from pipelines.redact import bounded
@@ -81,6 +81,7 @@ class Previous:
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
     id_partitions: int = 0  # how many partitions the previous id counts (``_ids/``) have (0: none, an older zerda)
     id_parts: frozenset[int] = frozenset()
+    footers: Mapping[str, str] = field(default_factory=dict)  # index and id-count path -> its footer's digest
 
     @property
     def counts_ids(self) -> bool:
@@ -178,6 +179,7 @@ def judge_previous(
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     documents = manifest.counts.get("documents_chunked")
+    footers = {entry["path"]: entry["footer"] for entry in manifest.files or () if entry.get("footer")}
     return Previous(
         carry,
         reason,
@@ -190,6 +192,7 @@ def judge_previous(
         inputs,
         id_partitions,
         id_parts,
+        footers,
     )
 
 
@@ -289,14 +292,22 @@ def _can_carry(manifest: Manifest, fingerprint: str, incremental: bool, has_inde
     return True, "incremental: unchanged documents keep their rows from the previous output"
 
 
-def _read_table(url: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
+class FooterChanged(ValueError):
+    """A previous index or id-count file whose footer is not the one its manifest recorded (a byte changed in
+    place: no page CRC covers the footer, and its statistics decide which row groups a slice reads)."""
+
+
+def _read_table(url: str, columns: list[str] | None = None, filters: Any = None, footer: str = "") -> pa.Table:
     """A Parquet file of the previous output, each page checked against its CRC (zerda writes one: a byte
-    changed on disk fails the read, see :func:`unreadable_carry`), tried again after a transient fault
-    (:func:`fault_kind`: an I/O error, a timeout), with back-off: one passing hiccup must not turn the run into
-    a full one. A file that decodes wrongly fails at once: reading it again gives the same."""
+    changed on disk fails the read, see :func:`unreadable_carry`) and its footer against ``footer`` when given
+    (:func:`footer_digest`), tried again after a transient fault (:func:`fault_kind`: an I/O error, a timeout),
+    with back-off: one passing hiccup must not turn the run into a full one. A file that decodes wrongly fails
+    at once: reading it again gives the same."""
 
     def read() -> pa.Table:
         with fsspec.open(url, "rb") as f:
+            if footer and footer_digest(f) != footer:
+                raise FooterChanged("its footer is not the one committed (changed in place)")
             return pq.read_table(f, columns=columns, filters=filters, page_checksum_verification=True)
 
     for wait in _READ_RETRY_SECONDS:
@@ -338,9 +349,9 @@ def _index_files(
     for part in parts:
         path = index_path(part, partitions, folder)
         try:
-            found = _read_table(f"{previous.root}/{path}", list(columns), filters(part))
+            found = _read_table(f"{previous.root}/{path}", list(columns), filters(part), previous.footers.get(path, ""))
             tables.append(found.select(list(columns)).cast(schema))
-        except (OSError, pa.ArrowException, KeyError) as err:
+        except (OSError, pa.ArrowException, KeyError, FooterChanged) as err:
             raise _index_failure(path, err) from err
     return pa.concat_tables(tables)
 

@@ -16,11 +16,13 @@ read. Format 1 held both lists in the JSON (``inputs``, ``output.files``); :attr
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import json
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,6 +33,8 @@ from pipelines.errors import ManifestError, NewerManifestError
 from pipelines.output.layout import (
     BUCKET_WIDTHS,
     FILES_TABLE,
+    IDS_DIR,
+    INDEX_DIR,
     INPUTS_DIR,
     MANIFEST_FILE,
     PARTITION_COLUMN,
@@ -42,6 +46,7 @@ from pipelines.redact import bounded
 from pipelines.settings import OutputSettings
 
 MANIFEST_FORMAT = 2  # raised when a key changes meaning, so that an older zerda refuses rather than misreads
+FOOTER_THREADS = 16  # footer reads at once: on an object store each is a few round trips
 _LISTS = 2  # the first format whose per-file lists are tables beside the JSON
 _MAPPINGS = ("settings", "counts", "timings", "versions", "output")
 _JSON_KINDS = {"list": "an array", "str": "a string", "bool": "a boolean", "NoneType": "null"}
@@ -171,7 +176,10 @@ class Manifest(Mapping[str, Any]):
         from before it listed them."""
         if self.format < _LISTS:
             return self._data.get("output", {}).get("files")
-        listed = self._table(self._data["output"]["files_table"], FILES_SCHEMA).to_pylist()
+        table = self._table(self._data["output"]["files_table"], FILES_SCHEMA)
+        listed: list[Mapping[str, Any]] = [
+            {key: value for key, value in entry.items() if value is not None} for entry in table.to_pylist()
+        ]
         if not all(_is_entry(entry) for entry in listed):
             raise ManifestError(self._where, f"not zerda's: {FILES_TABLE} lists a file outside the output")
         return listed
@@ -192,7 +200,7 @@ class Manifest(Mapping[str, Any]):
         try:  # read from memory: an OSError here is pyarrow's decoding error. On the calling thread: Arrow's pool
             # threads of a small read left running into interpreter exit abort the process (apache/arrow#50482)
             table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True, use_threads=False)
-            table = table.select(schema.names).cast(schema)
+            table = _with_optional_columns(table, schema).select(schema.names).cast(schema)
         except (OSError, pa.ArrowException, KeyError) as err:  # a column gone, a page that fails its checksum
             raise ManifestError(self._where, f"its table {path} is unreadable ({bounded(str(err))})") from err
         if table.num_rows != entry["rows"]:
@@ -204,10 +212,47 @@ class Manifest(Mapping[str, Any]):
         return self._data.get("changes")
 
 
+def _with_optional_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with each nullable column of ``schema`` it lacks added as nulls: a table written before the
+    column was recorded."""
+    for name in schema.names:
+        if name not in table.column_names and schema.field(name).nullable:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+    return table
+
+
+def read_by_slices(path: str) -> bool:
+    """Whether a committed file (its path relative to OUTPUT) is read by slices, row groups skipped on their
+    statistics: the index and the id counts. The manifest records their footers' digests."""
+    return path.split("/", 1)[0] in (INDEX_DIR, IDS_DIR)
+
+
+def footer_digest(f: BinaryIO) -> str:
+    """The digest of an open Parquet file's footer (its metadata, their length and the magic bytes): the part of
+    the file no page CRC covers. A byte changed there can keep the file readable while it changes its column
+    statistics, which a read by slices trusts to skip row groups; the manifest records this digest of each
+    index and id-count file, and a read of one checks it first."""
+    end = f.seek(0, io.SEEK_END)
+    f.seek(max(0, end - 8))
+    length = int.from_bytes(f.read(4), "little")
+    f.seek(max(0, end - 8 - length))
+    return hashlib.blake2b(f.read(length + 8), digest_size=16).hexdigest()
+
+
 def write_files_table(fs: AbstractFileSystem, root: str, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes) by path, with page checksums;
+    """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes) by path, with page checksums,
+    and the footer digest of each index and id-count file (one small read each: as many as their partitions);
     returns its own entry, which the manifest records as ``output.files_table``."""
-    table = pa.Table.from_pylist(sorted(files, key=lambda entry: entry["path"]), schema=FILES_SCHEMA)
+
+    def digested(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not read_by_slices(entry["path"]):
+            return entry
+        with fs.open(posixpath.join(root, entry["path"]), "rb") as f:
+            return {**entry, "footer": footer_digest(f)}
+
+    with ThreadPoolExecutor(FOOTER_THREADS) as pool:
+        entries = list(pool.map(digested, sorted(files, key=lambda entry: entry["path"])))
+    table = pa.Table.from_pylist(entries, schema=FILES_SCHEMA)
     data = io.BytesIO()
     pq.write_table(table, data, compression="zstd", write_page_checksum=True)
     fs.pipe_file(posixpath.join(root, FILES_TABLE), data.getvalue())

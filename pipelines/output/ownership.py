@@ -34,7 +34,7 @@ from pipelines.output.layout import (
     REJECT_SUFFIX,
     REJECTS_DIR,
 )
-from pipelines.output.manifest import Manifest
+from pipelines.output.manifest import FOOTER_THREADS, Manifest
 
 STAGED_KEY = b"zerda.staged"  # Parquet footer key: the staged path a file was written as, its run id in it
 # a committed file's name: its staged name (``part-<uuid4 hex>``), an index partition's (``part-00003-of-00016``),
@@ -43,7 +43,6 @@ _COMMITTED_NAME = re.compile(
     rf"part-(\d{{5,}}|\d{{5,}}-of-\d{{5,}}|[0-9a-f]{{32}})({re.escape(CHUNK_SUFFIX)}|{re.escape(REJECT_SUFFIX)})\Z"
 )
 _SHOWN = 3  # foreign files named in the error
-_FOOTER_THREADS = 16  # footer reads at once: on an object store each is a few round trips
 
 
 def is_dataset_entry(name: str) -> bool:
@@ -98,7 +97,7 @@ def dataset_files(fs: AbstractFileSystem, root: str) -> DatasetFiles:
         else:
             unlisted.append(path)
     # No manifest (a commit stopped halfway retracted it): every file's footer, on an object store 16 at a time
-    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
+    with ThreadPoolExecutor(FOOTER_THREADS) as pool:
         zerdas = list(pool.map(lambda path: _written_by_zerda(fs, path), unlisted))
     ours.update(path for path, mine in zip(unlisted, zerdas, strict=True) if mine)
     foreign = [path for path, mine in zip(unlisted, zerdas, strict=True) if not mine and not _gone(fs, path)]

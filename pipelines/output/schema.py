@@ -99,8 +99,15 @@ INPUTS_SCHEMA = pa.schema(
         _required("stamp", pa.string()),
     ]
 )
+# ``footer``: the digest of an index or id-count file's footer (see pipelines.output.manifest.footer_digest), null
+# for other files and in outputs written before it was recorded.
 FILES_SCHEMA = pa.schema(
-    [_required("path", pa.string()), _required("rows", pa.int64()), _required("bytes", pa.int64())]
+    [
+        _required("path", pa.string()),
+        _required("rows", pa.int64()),
+        _required("bytes", pa.int64()),
+        pa.field("footer", pa.string()),
+    ]
 )
 
 # One row per chunk id a run added or removed, against the previous committed output.
