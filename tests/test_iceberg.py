@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import apache_beam as beam
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,8 +27,9 @@ import sqlalchemy
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
+import pipelines.output.write as write_module
 from pipelines.cli.rechunk import main, run
-from pipelines.errors import CommitError
+from pipelines.errors import CommitError, JobError
 from pipelines.output.iceberg import (
     MANIFEST_KEY,
     REJECTS_SNAPSHOT_KEY,
@@ -265,6 +267,27 @@ def test_a_failed_run_leaves_the_table_at_its_previous_snapshot_and_deletes_its_
     assert [s.snapshot_id for s in after.snapshots()] == [first["output"]["snapshot_id"]]
     assert sorted(p for p in Path(after.location().removeprefix("file://")).rglob("*") if p.is_file()) == files_before
     assert after.scan().to_arrow().num_rows == first["counts"]["chunks"]
+
+
+def test_a_table_commit_refuses_an_inputs_table_short_of_a_file_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table commit makes the directory commit's checks before anything changes: here the inputs table
+    (in the run's side folder: the next incremental run skips the files it lists as unchanged) lacks the row
+    of one file read. The table keeps its previous snapshot."""
+    warehouse = tmp_path / "warehouse"
+    argv = ["--output", f"iceberg://{TABLE}", "--config", str(write_config(tmp_path / "a.yaml", warehouse)), "--quiet"]
+    first = run(argv)
+    monkeypatch.setattr(write_module.WriteInputs, "expand", _inputs_short_of_one_file)
+    with pytest.raises(JobError, match=r"_manifest/inputs: 14 rows, manifest 15 files read"):
+        run(argv)
+    assert [s.snapshot_id for s in load_table(warehouse).snapshots()] == [first["output"]["snapshot_id"]]
+
+
+def _inputs_short_of_one_file(self: Any, reports: Any) -> Any:
+    """``WriteInputs.expand`` that loses one file's report on its way (the sample's fennec_fox.md)."""
+    kept = reports | "Lose" >> beam.Filter(lambda report: not report.source.endswith("fennec_fox.md"))
+    return super(write_module.WriteInputs, self).expand(kept | "InputRows" >> beam.Map(write_module.input_rows))
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
-from pipelines.output.build_manifest import check_accounting, finish_manifest
+from pipelines.output.build_manifest import finish_manifest
 from pipelines.output.layout import (
     CHUNK_SUFFIX,
     MANIFEST_FILE,
@@ -64,13 +64,13 @@ from pipelines.output.write import (
     StagedFile,
     _as_rows,
     _bucket_directory,
-    _check_rows,
     _move,
     _remove,
     _remove_if_empty,
     _StageParquet,
     _unless_stopped,
     _WriteParquet,
+    check_publishable,
     write_parquet,
 )
 from pipelines.redact import redact_url
@@ -392,8 +392,9 @@ class _CommitTable(beam.DoFn):
         manifest: dict,
         side_files: list[StagedFile],
     ):
-        check_accounting(manifest)
-        _check_rows([*chunk_files, *(replace(f, directory=REJECTS_DIR) for f in reject_files)], manifest)
+        check_publishable(
+            manifest, [*chunk_files, *(replace(f, directory=REJECTS_DIR) for f in reject_files)], side_files
+        )
         try:
             yield self._commit(chunk_files, reject_files, manifest, side_files)
         except Explained:  # a CommitError, a TableConflict, a stop: they say what happened

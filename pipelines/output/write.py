@@ -675,11 +675,8 @@ class _Commit(beam.DoFn):
         manifest: dict,
         other_files: list[StagedFile],
     ):
-        # before anything in OUTPUT changes: the counts it would publish add up, and the staged rows are those
-        # counted (each committed file is checked to hold its staged rows once moved: _footer)
-        check_accounting(manifest)
-        _check_rows([*chunk_files, *reject_files], manifest)
-        _check_inputs(other_files, manifest)
+        # before anything in OUTPUT changes (each committed file is checked to hold its staged rows once moved)
+        check_publishable(manifest, [*chunk_files, *reject_files], other_files)
         fs, root = _filesystem(self._output)
         fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
         if self._run_id is not None:
@@ -773,6 +770,15 @@ def _verify(fs: AbstractFileSystem, root: str, plan: Plan) -> list[dict[str, Any
     commit checked against the manifest's counts before it began. Returns each file's manifest entry."""
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
         return list(pool.map(lambda item: _footer(fs, root, *item), plan))
+
+
+def check_publishable(manifest: Mapping[str, Any], data_files: list[StagedFile], other_files: list[StagedFile]) -> None:
+    """What a commit checks before it changes anything, into a directory or a table: the counts it would
+    publish add up (:func:`check_accounting`), the staged chunk and reject rows are those counted, and the
+    inputs table has one row per file read. Raises CommitError (or AccountingError) naming the numbers."""
+    check_accounting(manifest)
+    _check_rows(data_files, manifest)
+    _check_inputs(other_files, manifest)
 
 
 def _check_rows(files: list[StagedFile], manifest: Mapping[str, Any]) -> None:
