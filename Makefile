@@ -51,6 +51,7 @@ bench: $(VENV)/.bench-installed
 		--results benchmarks/results/incremental_in_memory.md
 	$(BIN)/python benchmarks/bench_memory.py --docs 250000,1000000 --files 200
 	$(BIN)/python benchmarks/bench_commit.py --files 2000
+	$(BIN)/python benchmarks/bench_table.py --mb 400 --files 64 --reps 3
 	$(BIN)/python benchmarks/bench_split.py --mb 400
 
 lint: $(VENV)/.test-installed
