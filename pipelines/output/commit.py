@@ -9,8 +9,9 @@ manifest and ``_SUCCESS`` are written. Three steps, so that the copies run on ev
    server-side copy on an object store (the staged originals go with the staging folder), 16 at once.
 3. :class:`_FinishCommit`, once, after every move (their results are its side input): one listing checks
    each committed file is there with the size it was written with; no file is read again (rows were
-   counted and sizes taken as each file was written); this run's staging is deleted; the table of committed
-   files, ``_manifest.json``, then ``_SUCCESS`` are written.
+   counted and sizes taken as each file was written); this run's staged files are deleted; the table of
+   committed files, ``_manifest.json``, then ``_SUCCESS`` are written; last, the run's listings (a runner
+   that restarts the steps before a failed commit reads them again).
 
 A stop reaching the launcher (``pipelines.output.write.stop_commit``) is decided between the steps that
 change what OUTPUT is: before the retraction or after it, before each move, before the manifest.
@@ -29,7 +30,7 @@ from fsspec import AbstractFileSystem
 
 from pipelines.errors import CommitError
 from pipelines.output.build_manifest import finish_manifest
-from pipelines.output.layout import MANIFEST_FILE, STAGING_DIR, SUCCESS_FILE
+from pipelines.output.layout import LISTING_DIR, MANIFEST_FILE, STAGING_DIR, SUCCESS_FILE
 from pipelines.output.lease import check_held
 from pipelines.output.manifest import FOOTER_THREADS, Manifest, write_files_table
 from pipelines.output.ownership import dataset_files, staged_as
@@ -150,8 +151,12 @@ class _FinishCommit(_CommitStep):
         fs.invalidate_cache()
         plan = _final_names([*chunk_files, *reject_files, *other_files])
         committed = _committed_entries(fs, root, plan)
-        _clear_staging(fs, root, plan)
-        yield _unless_stopped(self._run_id, lambda: _publish(fs, root, committed, manifest))  # the last
+        runs = _staging_folders(root, plan)
+        _remove(fs, [path for run in runs for path in _staged_files(fs, run)], recursive=True)
+        final = _unless_stopped(self._run_id, lambda: _publish(fs, root, committed, manifest))  # the last change
+        _remove(fs, runs, recursive=True)  # its listings, which a runner restarting the steps before reads again
+        _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
+        yield final
 
 
 def _final_names(staged: list[StagedFile]) -> Plan:
@@ -223,12 +228,18 @@ def _committed_entries(fs: AbstractFileSystem, root: str, plan: Plan) -> list[di
     return entries
 
 
-def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
-    """Delete this run's staging folder (``_staging/<run_id>``, retried bundles' files in it), never another
-    run's; ``_staging`` itself goes once it is empty."""
-    runs = {f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan if not staged.kept}
-    _remove(fs, sorted(runs), recursive=True)
-    _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
+def _staging_folders(root: str, plan: Plan) -> list[str]:
+    """This run's staging folders (``_staging/<run_id>``, retried bundles' files in it), never another run's."""
+    return sorted({f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan if not staged.kept})
+
+
+def _staged_files(fs: AbstractFileSystem, run: str) -> list[str]:
+    """What a run's staging folder holds but its listings (the lists of files the workers read)."""
+    try:
+        entries = [entry.rstrip("/") for entry in fs.ls(run, detail=False)]
+    except FileNotFoundError:
+        return []
+    return [entry for entry in entries if posixpath.basename(entry) != LISTING_DIR]
 
 
 def _publish(
