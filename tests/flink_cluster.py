@@ -157,8 +157,10 @@ class FlinkCluster:
             "taskmanager.memory.managed.size": "128m",
             "taskmanager.memory.framework.off-heap.size": "128m",
             "taskmanager.memory.task.off-heap.size": "0m",
-            "taskmanager.memory.network.min": "256m",
-            "taskmanager.memory.network.max": "256m",
+            # 16,384 buffers: a TaskManager left alone after the other is killed runs every task, and each
+            # sort-merge shuffle partition asks for 512 buffers (taskmanager.network.sort-shuffle.min-buffers)
+            "taskmanager.memory.network.min": "512m",
+            "taskmanager.memory.network.max": "512m",
             "taskmanager.memory.jvm-metaspace.size": "256m",
             "taskmanager.memory.jvm-overhead.min": "192m",
             "taskmanager.memory.jvm-overhead.max": "192m",
@@ -237,7 +239,7 @@ class FlinkCluster:
             "java",
             f"-Xmx{heap}",
             f"-Xms{heap}",
-            "-XX:MaxDirectMemorySize=384m",
+            "-XX:MaxDirectMemorySize=640m",  # the framework's off-heap memory and the network's
             "-XX:MaxMetaspaceSize=256m",
             f"-Dlog.file={log}",
             f"-Dlog4j.configurationFile=file:{self.conf / 'log4j.properties'}",
