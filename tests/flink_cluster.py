@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -40,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tests.common import REPO
+from tests.common import REPO, free_port
 from tests.test_portable import _WORKER_POOL, _wait_for
 
 FLINK_VERSION = "1.19.3"
@@ -120,12 +119,6 @@ def _wrap_manifest_line(line: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class FlinkCluster:
     """A JobManager and TaskManagers as process groups; TaskManagers can be killed and started again."""
 
@@ -133,13 +126,13 @@ class FlinkCluster:
         self.workdir = workdir
         self.lib = flink_lib()
         self.job_server_jar = job_server_jar()
-        self.rest_port = _free_port()
+        self.rest_port = free_port()
         self.conf = workdir / "conf"
         self.conf.mkdir()
         settings = {
             "jobmanager.rpc.address": "127.0.0.1",
             "jobmanager.bind-host": "127.0.0.1",
-            "jobmanager.rpc.port": _free_port(),
+            "jobmanager.rpc.port": free_port(),
             "jobmanager.memory.process.size": "900m",
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
