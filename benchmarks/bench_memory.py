@@ -14,8 +14,8 @@ the files are rewritten with 10% of their documents edited (1% of the corpus), a
 every process of its tree is sampled (RSS every 0.1 s and the kernel's peak mark, VmHWM). The run's manifest
 must say what the change was (documents changed, unchanged, files not read), so a broken carry cannot pass
 as a fast run. With ``--docs-per-file`` the number of files grows with the corpus instead, their size fixed:
-the shape of a corpus that grows by files, where the change and the largest file stay the same. Figures per size and the ratios between the two sizes go to
-``benchmarks/results/incremental_memory.md`` (``--results``).
+the shape of a corpus that grows by files, where the largest file stays the same. Figures per size and the
+ratios between the two sizes go to ``benchmarks/results/incremental_memory.md`` (``--results``).
 """
 
 from __future__ import annotations
