@@ -32,7 +32,7 @@ from pipelines.output.layout import (
     REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.output.manifest import Manifest, footer_digest
+from pipelines.output.manifest import Manifest, footer_digest, read_by_slices
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.records import FileReport
 from pipelines.redact import bounded
@@ -76,7 +76,7 @@ class Previous:
     index_partitions: int = 0  # how many partitions the previous index has (0: none to compare against)
     index_parts: frozenset[int] = frozenset()  # the partitions that have a file (an empty one has none)
     documents: int = 0  # the previous run's documents: the size of this run's index is planned from it
-    chunk_files: tuple[tuple[str, int], ...] = ()  # (path, rows) of each previous chunk file
+    chunk_files: tuple[tuple[str, int, str], ...] = ()  # (path, rows, footer digest or "") of each previous chunk file
     reject_files: tuple[str, ...] = ()
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
     id_partitions: int = 0  # how many partitions the previous id counts (``_ids/``) have (0: none, an older zerda)
@@ -127,6 +127,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
     entries = {entry["path"]: entry.get("bytes") for entry in listed}
     rows = {entry["path"]: entry.get("rows") for entry in listed}
+    footers = {entry["path"]: entry.get("footer") or "" for entry in listed}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
@@ -134,7 +135,9 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
     missing = [path for path in checked if path not in present or _resized(entries[path], present[path])]
     missing += [path for path in files if path.startswith(f"{PARTITION_COLUMN}=") and not _count(rows[path])]
-    chunk_files = tuple((path, n) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n))
+    chunk_files = tuple(
+        (path, n, footers[path]) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n)
+    )
     rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
     return judge_previous(
         manifest, fs.unstrip_protocol(root), index, missing, chunk_files, rejects, fingerprint, incremental
@@ -146,7 +149,7 @@ def judge_previous(
     root: str,
     index: Sequence[str],
     missing: Sequence[str],
-    chunk_files: tuple[tuple[str, int], ...],
+    chunk_files: tuple[tuple[str, int, str], ...],
     rejects: tuple[str, ...],
     fingerprint: str,
     incremental: bool,
@@ -179,7 +182,7 @@ def judge_previous(
         except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     documents = manifest.counts.get("documents_chunked")
-    footers = {entry["path"]: entry["footer"] for entry in manifest.files or () if entry.get("footer")}
+    footers = {e["path"]: e["footer"] for e in manifest.files or () if e.get("footer") and read_by_slices(e["path"])}
     return Previous(
         carry,
         reason,

@@ -80,7 +80,7 @@ from pipelines.output.layout import (
     SUCCESS_FILE,
 )
 from pipelines.output.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
-from pipelines.output.manifest import Manifest, folder_rows, write_files_table
+from pipelines.output.manifest import Manifest, folder_rows, footer_digest, write_files_table
 from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.output.schema import CHUNK_SCHEMA, INPUTS_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 from pipelines.records import Reject
@@ -810,14 +810,15 @@ def _is_counted(directory: str) -> bool:
 
 
 def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> dict[str, Any]:
-    """The manifest entry of a committed file (path, rows, bytes), after checking it is the file staged with
-    the rows staged. Only the footer is read: a corruption that keeps the size (a bad sector) is found by the
-    CRC of each page (written with every file) when the file is next read."""
+    """The manifest entry of a committed file (path, rows, bytes, its footer's digest), after checking it is the
+    file staged with the rows staged. Only the footer is read: a corruption that keeps the size (a bad sector)
+    is found by the CRC of each page (written with every file) when the file is next read; another file put in
+    its place, by its footer's digest."""
     try:
         with fs.open(f"{root}/{final}", "rb") as f:
             metadata = pq.read_metadata(f)
             size = f.seek(0, io.SEEK_END)  # known to the open file: no further request
-            entry = {"path": final, "rows": metadata.num_rows, "bytes": size}
+            entry = {"path": final, "rows": metadata.num_rows, "bytes": size, "footer": footer_digest(f)}
     except (OSError, pa.ArrowInvalid) as err:
         raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
     written_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
