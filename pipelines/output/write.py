@@ -678,20 +678,44 @@ class _Commit(beam.DoFn):
         # before anything in OUTPUT changes (each committed file is checked to hold its staged rows once moved)
         check_publishable(manifest, [*chunk_files, *reject_files], other_files)
         fs, root = _filesystem(self._output)
-        fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
-        if self._run_id is not None:
-            check_held(fs, root, self._run_id)
-        plan = _final_names([*chunk_files, *reject_files, *other_files])
-        to_move, moved = _pending_moves(fs, root, plan)
-        previous = _previous_files(fs, root)
         run_id = self._run_id
-        _unless_stopped(run_id, lambda: _retract(fs, root))  # the first change: a stop is decided before or after
-        _clear_previous(fs, previous - moved)
-        _check_running(run_id)
-        _move(fs, root, to_move, lambda: _check_running(run_id))
-        committed = _verify(fs, root, plan)
-        _clear_staging(fs, root, plan)
-        yield _unless_stopped(run_id, lambda: _publish(fs, root, committed, manifest))  # the last
+        with _said_of_output("could not begin", "OUTPUT is as it was"):
+            fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
+            if run_id is not None:
+                check_held(fs, root, run_id)
+            plan = _final_names([*chunk_files, *reject_files, *other_files])
+            to_move, moved = _pending_moves(fs, root, plan)
+            previous = _previous_files(fs, root)
+        with _said_of_output("failed midway", _INCOMPLETE):
+            _unless_stopped(run_id, lambda: _retract(fs, root))  # the first change: a stop is decided before or after
+            _clear_previous(fs, previous - moved)
+            _check_running(run_id)
+            _move(fs, root, to_move, lambda: _check_running(run_id))
+            committed = _verify(fs, root, plan)
+            _clear_staging(fs, root, plan)
+            final = _unless_stopped(run_id, lambda: _publish(fs, root, committed, manifest))  # the last
+        yield final
+
+
+_INCOMPLETE = (
+    f"OUTPUT is incomplete (no {SUCCESS_FILE}: do not read it); the next run replaces it whole (an --incremental"
+    " one runs in full)"
+)
+
+
+@contextlib.contextmanager
+def _said_of_output(what: str, state: str) -> Iterator[None]:
+    """A storage error in the commit's steps (a full disk, a store that stays down) as a :class:`CommitError`: one
+    line naming the error and what OUTPUT holds, ``state``, rather than the traceback around it. A commit's own
+    refusal (a file it did not stage, one it cannot read back once moved) says what OUTPUT holds too."""
+    try:
+        yield
+    except CommitStopped:
+        raise
+    except CommitError as err:
+        raise CommitError(f"{err}: {state}") from err
+    except OSError as err:
+        raise CommitError(f"the commit {what} ({type(err).__name__}: {err}): {state}") from err
 
 
 def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
