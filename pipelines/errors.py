@@ -71,6 +71,12 @@ class TableConflict(CommitError):
     """Another run committed to the Iceberg table while this one wrote: this run commits nothing (exit code 2)."""
 
 
+class PreviousUnreadable(RuntimeError, Explained):
+    """A previous output's index or chunk file an incremental run cannot read or trust (damaged in place, another
+    file put in its place): the launcher runs again in full, which its message, one line, says why
+    (``pipelines.incremental.previous.unreadable_carry``); its traceback would read as a crash."""
+
+
 class AccountingError(RuntimeError, Explained):
     """Records read do not add up to documents chunked plus rejects: something was lost or doubled. Checked
     by the commit before it changes OUTPUT."""

@@ -676,6 +676,27 @@ def test_a_previous_reject_file_damaged_in_place_runs_in_full_and_says_why(
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
 
 
+@pytest.mark.parametrize("victim", ["_index/", "density"])
+def test_a_damaged_previous_file_run_again_in_full_logs_no_traceback(
+    victim: str, edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A previous index or chunk file damaged in place is a full run that succeeds (exit 0), saying why in one
+    warning line: the attempt that found the damage logged Beam's ERROR with a whole traceback, even with
+    ``--quiet``, as if the run had crashed."""
+    corpus, previous, _ = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    damaged = _damaged_footer(output, "density") if victim == "density" else None
+    if damaged is None:
+        index = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith(victim))
+        (output / index).write_bytes(_flipped((output / index).read_bytes()))
+    capsys.readouterr()
+    assert main(_argv(corpus, output, "--incremental")) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err[-3000:]
+    assert read_manifest(output)["changes"]["reason"].startswith("full run: a previous ")
+
+
 @pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in memory", "2 processes"])
 def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     workers: list[str], edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path

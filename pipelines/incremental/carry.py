@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
 from fsspec.core import url_to_fs
 
+from pipelines.errors import PreviousUnreadable
 from pipelines.incremental.index import _COUNTED_COLUMNS, document_keys
 from pipelines.incremental.previous import (
     UNREADABLE,
@@ -134,7 +135,7 @@ class _CarryChunkFile(beam.DoFn):
         path, grouped = element
         leaving, files = list(grouped["leaving"]), list(grouped["file"])
         if not files:  # the index names a chunk file the manifest does not list: it is not this output's index
-            raise RuntimeError(f"{UNREADABLE_INDEX}: it names chunk file {path}, which the manifest does not list")
+            raise PreviousUnreadable(f"{UNREADABLE_INDEX}: it names chunk file {path}, not in the manifest")
         ((_, rows, footer),) = files
         url = f"{self._root}/{path}"
         if not leaving:
@@ -159,7 +160,7 @@ def _kept_footer(url: str, path: str, footer: str) -> str:
             f.seek(0)
             metadata = pq.read_metadata(f).metadata or {}
     except (OSError, pa.ArrowException, FooterChanged) as err:
-        raise RuntimeError(f"{UNREADABLE}: {path} ({_why(err)})") from err
+        raise PreviousUnreadable(f"{UNREADABLE}: {path} ({_why(err)})") from err
     return metadata.get(STAGED_KEY, b"").decode() or path
 
 
@@ -176,10 +177,10 @@ def rows_staying(
         stay = pc.invert(pc.is_in(document_keys(table), value_set=pa.array(list(dropped))))
         table = table.select(schema.names).cast(schema).filter(stay)
     except (OSError, pa.ArrowException, FooterChanged) as err:  # pyarrow's decoding errors are OSErrors too
-        raise RuntimeError(f"{UNREADABLE}: {path} ({_why(err)})") from err
+        raise PreviousUnreadable(f"{UNREADABLE}: {path} ({_why(err)})") from err
     gone = len(stay) - table.num_rows
     if gone != sum(dropped.values()):
-        raise RuntimeError(
+        raise PreviousUnreadable(
             f"{UNREADABLE}: {path} (it holds {gone} rows of changed or removed documents, the index says"
             f" {sum(dropped.values())}: changed since its run)"
         )

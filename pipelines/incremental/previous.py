@@ -19,7 +19,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 import zerda_core
-from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
+from pipelines.errors import EnvironmentFault, ManifestError, OutputError, PreviousUnreadable, without_beam_steps
 from pipelines.incremental.index import _PARTITION_NAME, index_partitions, index_path, partition_of
 from pipelines.input.context import source_name
 from pipelines.input.expand import InputFile
@@ -366,7 +366,7 @@ def _index_failure(path: str, error: BaseException) -> Exception:
     run against no index would list no removed chunk, and downstream would keep them."""
     kind = fault_kind(error)
     if kind == "data":
-        return RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(error)})")
+        return PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} ({_why(error)})")
     return EnvironmentFault(
         f"cannot read the previous output's {path}, not for its content ({kind} fault): {_why(error)}"
     )

@@ -24,7 +24,7 @@ from typing import Any
 import apache_beam as beam
 from fsspec.core import url_to_fs
 
-from pipelines.errors import ManifestError, OutputError
+from pipelines.errors import ManifestError, OutputError, PreviousUnreadable
 from pipelines.incremental.carry import rows_staying
 from pipelines.incremental.previous import (
     _AGAINST_NOTHING,
@@ -193,7 +193,7 @@ class _CarryDataFile(beam.DoFn):
         name, grouped = element
         leaving, files = list(grouped["leaving"]), list(grouped["file"])
         if not files:  # the index names a file the snapshot does not hold: it is not this snapshot's index
-            raise RuntimeError(
+            raise PreviousUnreadable(
                 f"{UNREADABLE_INDEX}: it names data file {name}, which the table's snapshot does not hold"
             )
         ((path, rows, _),) = files
