@@ -63,6 +63,11 @@ class EnvironmentFault(StorageError, Explained):
     retries, then the job fails and OUTPUT keeps its previous output."""
 
 
+class StagingFault(OSError, Explained):
+    """Writing the run's files into OUTPUT's staging failed for the storage's reason, not a passing one (its disk
+    full, a quota, a read-only or denied folder): the run fails with one line, OUTPUT as it was."""
+
+
 class CommitError(OSError, Explained):
     """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
 

@@ -37,7 +37,7 @@ from apache_beam.options.pipeline_options import DirectOptions, WorkerOptions
 
 import pipelines.output.write as write_module
 from pipelines.cli.options import parse_arguments
-from pipelines.cli.rechunk import build_parser, main, run
+from pipelines.cli.rechunk import build_parser, main
 from pipelines.errors import OutputError, UsageError
 from pipelines.output.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, best_effort, check_held
 from pipelines.output.write import StagedFile, hold_output, new_run_id
@@ -373,9 +373,12 @@ def _incompressible_corpus(path: Path, megabytes: int) -> None:
             f.write(json.dumps({"id": f"d{n}", "text": " ".join(words) + "."}) + "\n")
 
 
-def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(tmp_path: Path) -> None:
+def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real full disk: OUTPUT on a 3 MB tmpfs holding a finished small run; a run needing more fails
-    with ENOSPC, deletes its staging (the space comes back) and leaves the previous output as it was."""
+    with ENOSPC, deletes its staging (the space comes back) and leaves the previous output as it was, with one
+    line saying so (it was a traceback ending in ``RuntimeError: OSError: [Errno 28] ...``)."""
     corpus = tmp_path / "random.jsonl"
     _incompressible_corpus(corpus, 6)
     small = tmp_path / "small_disk"
@@ -385,8 +388,14 @@ def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(tmp_path: Path)
         out = small / "out"
         assert main(["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(out), "--quiet"]) == 0
         before, free = _snapshot(out), shutil.disk_usage(small).free
-        with pytest.raises(Exception, match="No space left on device"):
-            run(["--input", str(corpus), "--output", str(out), "--quiet"])
+        capsys.readouterr()
+        assert main(["--input", str(corpus), "--output", str(out), "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, err[-3000:]
+        last = err.strip().splitlines()[-1]
+        assert last.startswith(f"zerda: error: writing this run's files into {out} failed (OSError: ") and (
+            "No space left on device" in last and last.endswith("OUTPUT is as it was")
+        ), last
         assert _snapshot(out) == before
         assert {p.name for p in out.iterdir()} - {"_staging"} == {Path(name).parts[0] for name in before}
         assert not any(p.is_file() for p in (out / "_staging").rglob("*"))

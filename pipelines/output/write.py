@@ -66,7 +66,8 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from pipelines.errors import CommitError, OutputError
+from pipelines.errors import CommitError, OutputError, StagingFault
+from pipelines.input.source import fault_kind
 from pipelines.output.build_manifest import check_accounting, finish_manifest, input_rows
 from pipelines.output.identity import refuse_nested_output
 from pipelines.output.layout import (
@@ -84,6 +85,7 @@ from pipelines.output.manifest import Manifest, folder_rows, footer_digest, writ
 from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
 from pipelines.output.schema import CHUNK_SCHEMA, INPUTS_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 from pipelines.records import Reject
+from pipelines.redact import redact_url
 
 log = logging.getLogger("zerda")
 
@@ -273,6 +275,10 @@ class _StageParquet(beam.DoFn):
         self._open: dict[str, _OpenPart] = {}
 
     def process(self, rows: list[Mapping[str, Any]]):
+        with _staging_writes(self._output):
+            yield from self._stage(rows)
+
+    def _stage(self, rows: list[Mapping[str, Any]]):
         for directory, in_directory in itertools.groupby(rows, key=self._directory_of):
             element = list(in_directory)
             part = self._open.get(directory)
@@ -301,8 +307,9 @@ class _StageParquet(beam.DoFn):
         return part.size + rows > self._max_rows or (key != part.key and part.size >= self._max_rows // 2)
 
     def finish_bundle(self):
-        for directory in list(self._open):
-            yield GlobalWindows.windowed_value_at_end_of_window(self._close(directory))
+        with _staging_writes(self._output):
+            for directory in list(self._open):
+                yield GlobalWindows.windowed_value_at_end_of_window(self._close(directory))
 
     def teardown(self) -> None:
         for part in getattr(self, "_open", {}).values():  # a failed bundle: its files are never committed
@@ -512,9 +519,29 @@ def stage_table(
     folder: str | None = None,
 ) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
-    fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
-    write_parquet(fs, path, relative, table, compression, row_group_size)
+    with _staging_writes(output):
+        fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
+        write_parquet(fs, path, relative, table, compression, row_group_size)
     return StagedFile(directory, relative, table.num_rows)
+
+
+@contextlib.contextmanager
+def _staging_writes(output: str) -> Iterator[None]:
+    """A write into the run's staging that fails for the storage's reason, not a passing one (a full disk, a
+    quota, a read-only or denied folder: :func:`~pipelines.input.source.fault_kind`), as one line saying OUTPUT
+    is as it was (nothing of it changes before the commit), not the traceback around it. A passing error (a lost
+    connection) is raised as it is, for the runner to retry."""
+    try:
+        yield
+    except StagingFault:
+        raise
+    except OSError as err:
+        if fault_kind(err) != "environment":
+            raise
+        where = redact_url(output.removeprefix("file://"))
+        raise StagingFault(
+            f"writing this run's files into {where} failed ({type(err).__name__}: {err}): OUTPUT is as it was"
+        ) from err
 
 
 def write_parquet(
