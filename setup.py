@@ -29,6 +29,8 @@ EXTRAS = {
         "hatchling>=1.21",  # builds the zerda-core distribution (packaging/zerda-core) in a test
         "pytest>=8",
         "pytest-xdist>=3.5",
+        # the Flink tests run once more when the cluster's SDK harness drops its connection (only then)
+        "pytest-rerunfailures>=14",
         "hypothesis>=6.100",
         "duckdb>=1.0",
         # the Iceberg output's tests: pyiceberg, and DuckDB's iceberg extension from PyPI (it needs avro; both

@@ -13,7 +13,8 @@ the files are rewritten with 10% of their documents edited (1% of the corpus), a
 ``zerda-rechunk --incremental`` runs over it with 2 worker processes (DirectRunner, multi_processing) while
 every process of its tree is sampled (RSS every 0.1 s and the kernel's peak mark, VmHWM). The run's manifest
 must say what the change was (documents changed, unchanged, files not read), so a broken carry cannot pass
-as a fast run. Figures per size and the ratios between the two sizes go to
+as a fast run. With ``--docs-per-file`` the number of files grows with the corpus instead, their size fixed:
+the shape of a corpus that grows by files, where the change and the largest file stay the same. Figures per size and the ratios between the two sizes go to
 ``benchmarks/results/incremental_memory.md`` (``--results``).
 """
 
@@ -616,6 +617,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", default="250000,1000000", help="corpus sizes in documents (default 250000,1000000)")
     parser.add_argument("--files", type=int, default=200, help="input files at every size (default 200)")
+    parser.add_argument(
+        "--docs-per-file",
+        type=int,
+        default=0,
+        help="instead of --files: files of this many documents, their number growing with the corpus (its shape"
+        " at 10 TB: more files, not bigger ones)",
+    )
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument(
         "--launch-probes", type=int, default=LAUNCH_PROBES, help="runs stopped at launch, per size (default 2)"
@@ -632,7 +640,10 @@ def main(argv: list[str] | None = None) -> int:
             ch = check_carried(scratch / "out", scratch / "corpus", sizes[0] // args.files * args.files, args.files)
             print(f"bench: the built output is carried: {ch['changes']}")
             return 0
-        results = [measure_size(n, args.files, args.seed, scratch, args.launch_probes) for n in sizes]
+        files = [n // args.docs_per_file if args.docs_per_file else args.files for n in sizes]
+        results = [
+            measure_size(n, f, args.seed, scratch, args.launch_probes) for n, f in zip(sizes, files, strict=True)
+        ]
     save(report(sys.argv[1:] if argv is None else argv, results), args.results)
     return 0
 

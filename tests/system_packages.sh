@@ -2,7 +2,8 @@
 # The Debian packages the tests need, installed when missing, so that `make test` passes on a fresh machine:
 #   chromium         renders the HTML report in a test (tests/test_report.py);
 #   debian-handbook  the English and Arabic pages the density tests compare (tests/debian_texts.py);
-#   java and mvn     run the Flink cluster and fetch Beam's job server jars (tests/flink_cluster.py).
+#   java and mvn     run the Flink cluster and fetch Beam's job server jars (tests/flink_cluster.py), and
+#                    the Iceberg REST catalog server (tests/iceberg_rest_server.py);
 #   postgresql       the PostgreSQL server an Iceberg catalog is tested against (tests/postgres_server.py).
 # Needs root (or sudo) and apt-get; otherwise names the packages and stops, since the tests would fail.
 set -eu

@@ -31,6 +31,7 @@ import pipelines.incremental.compare
 import pipelines.incremental.index
 import pipelines.incremental.previous
 import pipelines.input.read
+import pipelines.output.commit
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental.previous import read_previous
@@ -609,6 +610,32 @@ def test_a_previous_output_missing_or_changed_files_runs_in_full_and_says_why(
     assert victim in manifest["changes"]["reason"]
     again = run(_argv(corpus, output, "--incremental"))["changes"]
     assert again["incremental"] is True, again["reason"]  # whole again
+
+
+def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner that retries a failed commit, or restarts the steps before it (Flink), reads the run's listings
+    of files again: the commit deletes the staged data files before it publishes (a reader of
+    ``**/*.parquet`` must not find them beside the committed ones) and the listings only after; the committed
+    run leaves no staging."""
+    corpus, previous, _ = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    seen: list[tuple[list[str], list[str]]] = []
+    publish = pipelines.output.commit._publish
+
+    def spy(fs: Any, root: str, files: Any, manifest: Any) -> Any:
+        staged = sorted(str(p.relative_to(output)) for p in (output / "_staging").rglob("*") if p.is_file())
+        seen.append(([p for p in staged if "/listing/" in p], [p for p in staged if "/listing/" not in p]))
+        return publish(fs, root, files, manifest)
+
+    monkeypatch.setattr(pipelines.output.commit, "_publish", spy)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    assert manifest["changes"]["incremental"] is True
+    ((listings, others),) = seen
+    assert any("/listing/inputs/" in p for p in listings) and others == [], (listings, others)
+    assert not (output / "_staging").exists()
 
 
 def _flipped(data: bytes, column: str = "doc_id") -> bytes:

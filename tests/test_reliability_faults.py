@@ -46,6 +46,7 @@ import pytest
 import zstandard
 
 import pipelines.input.source as source
+import pipelines.output.commit as commit_module
 import pipelines.output.write as write_module
 from pipelines.cli.rechunk import run
 from pipelines.errors import StorageError
@@ -228,7 +229,7 @@ def test_repeated_bundles_and_a_repeated_commit_double_nothing(
     corpus, config = fault_corpus
     staged: list[str] = []
     commits: list[int] = []
-    original_close, original_commit = write_module._StageParquet._close, write_module._Commit.process
+    original_close, original_commit = write_module._StageParquet._close, commit_module._FinishCommit.process
 
     def counting_close(self: Any, directory: str) -> Any:
         staged.append(directory)
@@ -239,7 +240,7 @@ def test_repeated_bundles_and_a_repeated_commit_double_nothing(
         yield from original_commit(self, *args)
 
     monkeypatch.setattr(write_module._StageParquet, "_close", counting_close)
-    monkeypatch.setattr(write_module._Commit, "process", counting_commit)
+    monkeypatch.setattr(commit_module._FinishCommit, "process", counting_commit)
     output = tmp_path / "out"
     argv = ["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet"]
     manifest = run([*argv, "--direct_runner_bundle_repeat=1"])

@@ -35,7 +35,7 @@ import psutil
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, WorkerOptions
 
-import pipelines.output.write as write_module
+import pipelines.output.commit as commit_module
 from pipelines.cli.options import parse_arguments
 from pipelines.cli.rechunk import build_parser, main
 from pipelines.errors import OutputError, UsageError
@@ -209,7 +209,7 @@ class _Tamper(beam.DoFn):
     ("how", "message"),
     [
         ("delete", "staged files missing.*OUTPUT is as it was"),
-        ("truncate", "cannot be read back.*OUTPUT is incomplete"),
+        ("truncate", "bytes, not the .* written.*OUTPUT is incomplete"),
         ("drop", "differ from the manifest"),
     ],
 )
@@ -259,7 +259,7 @@ def test_the_commit_never_adopts_a_file_it_did_not_stage(tmp_path: Path) -> None
 
 
 def _commit_with_missing_staging(out: Path, name: str) -> None:
-    from pipelines.output import write as write_module
+    from pipelines.output import commit as commit_module
 
     fs_root = str(out)
     staged = StagedFile("density_bucket=4", f"_staging/{new_run_id()}/density_bucket=4/{name}", 1)
@@ -267,7 +267,7 @@ def _commit_with_missing_staging(out: Path, name: str) -> None:
     counts = manifest["counts"]  # counts of the one staged row: the commit's own checks of them pass
     counts.update(chunks_by_bucket={"4": 1}, rejects={}, reject_rows=0, records_read=counts["documents_chunked"])
     counts.update(files_read=0)  # nor an input table
-    commit = write_module._Commit(fs_root)
+    commit = commit_module._BeginCommit(fs_root)
     list(commit.process(None, [staged], [], manifest, []))
 
 
@@ -432,13 +432,13 @@ def test_a_disk_that_fills_during_the_commit_fails_in_one_line_saying_what_outpu
         out, fresh = small / "out", tmp_path / "fresh"
         argv = ["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(out), "--quiet"]
         assert main(argv) == 0
-        real = write_module._publish
+        real = commit_module._publish
 
         def publish_on_a_full_disk(*args: Any) -> Any:
             _fill(small)
             return real(*args)
 
-        monkeypatch.setattr(write_module, "_publish", publish_on_a_full_disk)
+        monkeypatch.setattr(commit_module, "_publish", publish_on_a_full_disk)
         capsys.readouterr()
         assert main(argv) == 1
         err = capsys.readouterr().err

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,13 +25,14 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.errors import CommitError
+from pipelines.output import commit as commit_module
 from pipelines.output import write as write_module
 from pipelines.output.build_manifest import BuildManifest, check_accounting
+from pipelines.output.commit import CommitOutput
 from pipelines.output.layout import INPUTS_DIR, PARTITION_COLUMN, density_bucket, n_buckets
 from pipelines.output.ownership import STAGED_KEY
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
-    CommitOutput,
     OutputError,
     StagedFile,
     WriteChunks,
@@ -384,26 +386,57 @@ def test_only_repeated_columns_are_dictionary_encoded(tmp_path: Path) -> None:
     assert not any("DICTIONARY" in e for e in encodings["text"] + encodings["chunk_id"])
 
 
-def test_the_commit_checks_the_footers_of_kept_files_in_parallel(
+def test_the_commit_reads_no_kept_file_and_checks_a_retried_moves_footers_in_parallel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An incremental run keeps most chunk files where they are, and the commit reads each one's footer before it
-    changes anything. On an object store each read is a few requests (20-35 ms each): one after another, the
-    190,000 chunk files of a 10 TB output would take hours, where the copies they replace ran 16 at a time."""
+    """An incremental run keeps most chunk files where they are: the commit reads none of them (the launch
+    checked each against its manifest entry; on an object store a read is a few requests, and a 10 TB output
+    has ~190,000 chunk files). A retried commit finds the files an earlier attempt moved, and checks each one's
+    footer names its staged path, 16 at a time."""
     root = tmp_path / "out"
     (root / "density_bucket=3").mkdir(parents=True)
-    plan = []
-    for n in range(32):
+    kept, moved = [], []
+    for n in range(64):
         final = f"density_bucket=3/part-{n:05d}.parquet"
-        staged = f"_staging/old/density_bucket=3/part-{n}.parquet"
+        staged = f"_staging/old/density_bucket=3/part-{n:05d}.parquet"
         table = pa.table({"a": [n]}).replace_schema_metadata({STAGED_KEY: staged.encode()})
         pq.write_table(table, root / final)
-        plan.append((StagedFile("density_bucket=3", final, 1, written_as=staged, kept=True), final))
-    most = most_at_once(monkeypatch, write_module, "staged_as")
+        if n % 2:
+            kept.append((StagedFile("density_bucket=3", final, 1, written_as=staged, kept=True), final))
+        else:
+            moved.append((StagedFile("density_bucket=3", staged, 1), final))
+    most, read = most_at_once(monkeypatch, commit_module, "staged_as"), []
+    reading = commit_module.staged_as
+    monkeypatch.setattr(commit_module, "staged_as", lambda fs, path: read.append(path) or reading(fs, path))
     fs = fsspec.filesystem("file")
-    to_move, moved = write_module._pending_moves(fs, str(root), plan)
-    assert to_move == [] and moved == {f"{root}/{final}" for _, final in plan}
+    to_move, done = commit_module._pending_moves(fs, str(root), [*kept, *moved])
+    assert to_move == [] and done == {f"{root}/{final}" for _, final in [*kept, *moved]}
+    assert sorted(read) == sorted(f"{root}/{final}" for _, final in moved)
     assert most[0] > 1, "the footers were read one after another"
+
+
+def test_the_commit_moves_the_files_in_tasks_that_workers_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staged files are moved in tasks of a bounded number of files (a runner spreads the tasks across
+    its workers), every file once, and the committed files are those staged, whole."""
+    tasks: list[list[str]] = []
+    moving = commit_module._MoveStaged.process
+
+    def counted(self: commit_module._MoveStaged, task: tuple[int, list[tuple[str, str]]]) -> Iterator[str]:
+        moves = list(task[1])
+        tasks.append([final for _, final in moves])
+        yield from moving(self, (task[0], moves))
+
+    monkeypatch.setattr(commit_module, "_MOVES_PER_TASK", 3)
+    monkeypatch.setattr(commit_module._MoveStaged, "process", counted)
+    out = tmp_path / "out"
+    run_write(str(out), corpus(12), max_rows_per_file=2)
+    committed = [entry["path"] for entry in read_manifest(out)["output"]["files"]]
+    moved = [final for task in tasks for final in task]
+    assert len(tasks) >= 4 and all(len(task) <= 3 for task in tasks)
+    assert sorted(moved) == sorted(committed) and len(set(moved)) == len(moved)
+    assert read_chunks(str(out)) == sorted(corpus(12), key=lambda row: row["chunk_id"])
 
 
 def test_the_commit_refuses_an_inputs_table_that_is_not_one_row_per_file_read(tmp_path: Path) -> None:
@@ -417,5 +450,5 @@ def test_the_commit_refuses_an_inputs_table_that_is_not_one_row_per_file_read(tm
     manifest["counts"].update(no_rows, files_read=2)  # no data staged; one input row staged for two files
     staged = StagedFile(INPUTS_DIR, f"_staging/{new_run_id()}/{INPUTS_DIR}/part-{uuid.uuid4().hex}.pq", 1)
     with pytest.raises(CommitError, match=r"_manifest/inputs: 1 rows, manifest 2 files read"):
-        list(write_module._Commit(str(out)).process(None, [], [], manifest, [staged]))
+        list(commit_module._BeginCommit(str(out)).process(None, [], [], manifest, [staged]))
     assert files_under(out) == before

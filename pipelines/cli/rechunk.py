@@ -59,6 +59,7 @@ from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
 from pipelines.input.listing import listing_folder
 from pipelines.input.read import ReadCorpus
 from pipelines.output.build_manifest import BuildManifest
+from pipelines.output.commit import CommitOutput
 from pipelines.output.iceberg import (
     DATA_DIR,
     CommitTable,
@@ -78,7 +79,6 @@ from pipelines.output.layout import REJECTS_DIR
 from pipelines.output.lease import best_effort
 from pipelines.output.manifest import Manifest
 from pipelines.output.write import (
-    CommitOutput,
     WriteInputs,
     WriteRejects,
     discard_staging,

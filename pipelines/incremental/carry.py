@@ -139,7 +139,8 @@ class _CarryChunkFile(beam.DoFn):
         ((_, rows, footer),) = files
         url = f"{self._root}/{path}"
         if not leaving:
-            yield StagedFile(posixpath.dirname(path), path, rows, written_as=_kept_footer(url, path, footer), kept=True)
+            written_as = _kept_footer(url, path, footer)
+            yield StagedFile(posixpath.dirname(path), path, rows, written_as=written_as, kept=True, footer=footer)
             return
         table = rows_staying(url, path, leaving, CHUNK_SCHEMA, footer)
         if table.num_rows:

@@ -17,7 +17,7 @@ import apache_beam as beam
 from apache_beam.pvalue import PBegin
 from fsspec.core import url_to_fs
 
-from pipelines.output.layout import STAGING_DIR
+from pipelines.output.layout import LISTING_DIR, STAGING_DIR
 from pipelines.output.write import absolute_url
 
 T = TypeVar("T")
@@ -27,7 +27,7 @@ PER_FILE = 10_000  # items a listing file holds: a worker's share, and few files
 def listing_folder(output: str, run_id: str, name: str) -> str:
     """Where run ``run_id`` writes its list ``name`` for the workers: ``OUTPUT/_staging/<run_id>/listing/<name>``
     (an absolute URL: workers may not share the launcher's cwd), deleted with the run's staging."""
-    return f"{absolute_url(output)}/{STAGING_DIR}/{run_id}/listing/{name}"
+    return f"{absolute_url(output)}/{STAGING_DIR}/{run_id}/{LISTING_DIR}/{name}"
 
 
 class Listed(beam.PTransform, Generic[T]):

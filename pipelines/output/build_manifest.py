@@ -6,7 +6,7 @@ Wiring (the rechunk entry point)::
         settings=settings.to_dict(), fingerprint=settings.fingerprint, output=output, started=started
     )
 
-gives a PCollection of ONE dict; ``pipelines.output.write.CommitOutput`` takes it as a side input, adds the
+gives a PCollection of ONE dict; ``pipelines.output.commit.CommitOutput`` takes it as a side input, adds the
 table of the files written and the finish time (``finish_manifest``) and stores it as ``OUTPUT/_manifest.json``
 (``Manifest.dumps``). The input files read are not in it: ``input_rows`` makes their rows, which the job
 writes like any output file (``_manifest/inputs/``), so no worker gathers the list.

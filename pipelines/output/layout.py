@@ -14,6 +14,7 @@ PARTITION_COLUMN = "density_bucket"
 
 # Where things lie in OUTPUT; reject files end in .pq so that read_parquet('OUTPUT/**/*.parquet') reads chunks only.
 STAGING_DIR = "_staging"
+LISTING_DIR = "listing"  # in a run's staging folder: the lists of files its workers read (pipelines.input.listing)
 REJECTS_DIR = "_rejects"
 MANIFEST_FILE = "_manifest.json"
 SUCCESS_FILE = "_SUCCESS"

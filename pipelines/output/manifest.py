@@ -239,6 +239,14 @@ def footer_digest(f: BinaryIO) -> str:
     return hashlib.blake2b(f.read(length + 8), digest_size=16).hexdigest()
 
 
+def written_footer_digest(metadata: Any) -> str:
+    """:func:`footer_digest` of a Parquet file as its writer closed it, from the writer's footer
+    (``pyarrow.parquet.FileMetaData``, whose serialized form is the file's footer): no read of the file."""
+    serialized = metadata.__reduce__()[1][0]
+    footer = serialized.to_pybytes() if hasattr(serialized, "to_pybytes") else bytes(serialized)
+    return hashlib.blake2b(footer + len(footer).to_bytes(4, "little") + b"PAR1", digest_size=16).hexdigest()
+
+
 def write_files_table(fs: AbstractFileSystem, root: str, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes, footer) by path, with page
     checksums; an index or id-count file given without its footer digest is read for it (one small read each:

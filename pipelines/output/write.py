@@ -9,23 +9,22 @@ Wiring (the rechunk entry point)::
     staged_inputs = reports | "WriteInputs" >> WriteInputs(output, run_id, compression, max_rows_per_file)
     manifest = ... | pipelines.output.build_manifest.BuildManifest(...)
     staged = {"chunks": staged_chunks, "rejects": staged_rejects, "inputs": staged_inputs}
-    {**staged, "manifest": manifest} | "Commit" >> CommitOutput(output)
+    {**staged, "manifest": manifest} | "Commit" >> pipelines.output.commit.CommitOutput(output)
 
 1. Stage. Each bundle streams its rows to new files ``OUTPUT/_staging/<run_id>/<dir>/part-<uuid4><ext>``
    (a file per ``max_rows_per_file`` rows and directory, written a row group at a time, so memory stays
    bounded however large the bundle) and emits one ``StagedFile`` per file. A failed
    or retried bundle attempt may leave files behind, but the runner discards its outputs, so no
    committed element ever names them.
-2. Commit, once, after every write (its side inputs are the staged-file lists and the manifest):
-   remove ``_SUCCESS`` and the previous run's files (only files a zerda run wrote: ``pipelines.output.ownership``;
-   a foreign file in a dataset folder refuses the run at launch), move the named files to
+2. Commit, after every write (``pipelines.output.commit``): check the counts, remove ``_SUCCESS`` and the
+   previous run's files (only files a zerda run wrote: ``pipelines.output.ownership``; a foreign file in a
+   dataset folder refuses the run), move the staged files, spread across the workers, to
    ``OUTPUT/density_bucket=K/part-<uuid4>.parquet``, ``OUTPUT/_rejects/part-<uuid4>.pq`` (and ``_index/``,
-   ``_changes/``; each keeps its staged name, so where a row lies is known when it is written), re-read every
-   committed footer against the manifest's counts,
-   delete this run's ``_staging/<run_id>`` (retried bundles' leftovers included; never another run's),
-   write the table of the committed files (``_manifest/files.pq``), ``_manifest.json``, then ``_SUCCESS``. A
-   rerun replaces OUTPUT whole, whatever the number of files before; a commit retried after a crash halfway
-   finishes the job instead of losing files.
+   ``_changes/``; each keeps its staged name, so where a row lies is known when it is written), check them
+   with one listing, delete this run's ``_staging/<run_id>`` (retried bundles' leftovers included; never
+   another run's), write the table of the committed files (``_manifest/files.pq``), ``_manifest.json``, then
+   ``_SUCCESS``. A rerun replaces OUTPUT whole, whatever the number of files before; a commit retried after a
+   crash halfway finishes the job instead of losing files.
 
 Why not Beam's own sinks: ``fileio.WriteToFiles`` loses data in Beam 2.77 when writing into new local
 sub-folders, and ``WriteToParquet`` leaves old ``-of-N`` shards behind when N changes.
@@ -43,7 +42,6 @@ footer names the path this run staged them as. Batch (global window) only.
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
 import logging
 import posixpath
@@ -51,7 +49,7 @@ import re
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -68,7 +66,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, OutputError, StagingFault
 from pipelines.input.source import fault_kind
-from pipelines.output.build_manifest import check_accounting, finish_manifest, input_rows
+from pipelines.output.build_manifest import check_accounting, input_rows
 from pipelines.output.identity import refuse_nested_output
 from pipelines.output.layout import (
     CHUNK_SUFFIX,
@@ -80,9 +78,9 @@ from pipelines.output.layout import (
     STAGING_DIR,
     SUCCESS_FILE,
 )
-from pipelines.output.lease import LEASE_FILE, Lease, best_effort, check_held, dead_staging
-from pipelines.output.manifest import Manifest, folder_rows, footer_digest, write_files_table
-from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry, staged_as
+from pipelines.output.lease import LEASE_FILE, Lease, best_effort, dead_staging
+from pipelines.output.manifest import Manifest, folder_rows, written_footer_digest
+from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry
 from pipelines.output.schema import CHUNK_SCHEMA, INPUTS_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 from pipelines.records import Reject
 from pipelines.redact import redact_url
@@ -103,7 +101,9 @@ class StagedFile:
     directory: str
     path: str
     rows: int
+    bytes: int = 0  # the size it was written with (0 for a kept file: its manifest entry has it)
     written_as: str = ""  # the staged path in the file's footer when it is not ``path`` (a file kept whole)
+    footer: str = ""  # the digest of its footer (``manifest.footer_digest``), recorded in the table of files
     kept: bool = False  # a previous run's committed file that stays where it is (``path``): never moved or deleted
     final: str = ""  # the committed path when it is not the staged name (a rewritten previous file keeps its own)
 
@@ -348,8 +348,9 @@ class _StageParquet(beam.DoFn):
         part = self._open.pop(directory)
         if part.buffer or part.writer is None:
             self._flush(directory, part)
-        part.close()
-        return StagedFile(directory, part.relative, part.rows)
+        size = part.close()
+        footer = written_footer_digest(part.writer.writer.metadata) if part.writer is not None else ""
+        return StagedFile(directory, part.relative, part.rows, size, footer=footer)
 
 
 _ROW_GROUP_ROWS = 5_000  # rows held per open file before they are written out: bounds memory
@@ -371,11 +372,15 @@ class _OpenPart:
         """Rows written and buffered."""
         return self.rows + len(self.buffer)
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """Close the file; returns its size."""
         if self.writer is not None:
             self.writer.close()
+        size = 0
         if self.handle is not None:
+            size = self.handle.tell()
             self.handle.close()
+        return size
 
     def abandon(self) -> None:
         with contextlib.suppress(Exception):
@@ -521,8 +526,8 @@ def stage_table(
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
     with _staging_writes(output):
         fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
-        write_parquet(fs, path, relative, table, compression, row_group_size)
-    return StagedFile(directory, relative, table.num_rows)
+        metadata, size = write_parquet(fs, path, relative, table, compression, row_group_size)
+    return StagedFile(directory, relative, table.num_rows, size, footer=written_footer_digest(metadata))
 
 
 @contextlib.contextmanager
@@ -615,12 +620,6 @@ def _as_rows(reject: Reject) -> list[dict[str, Any]]:
     return [asdict(reject)]
 
 
-def _final_names(staged: list[StagedFile]) -> list[tuple[StagedFile, str]]:
-    """Each staged file with its committed path (:attr:`StagedFile.committed_path`): known when the file is
-    written, so an index can point at it; unique, as staged names are."""
-    return [(item, item.committed_path) for item in sorted(staged, key=lambda s: (s.directory, s.path))]
-
-
 class CommitStopped(CommitError):
     """A stop signal reached the launcher: this process's commit of the run takes no further step."""
 
@@ -677,120 +676,6 @@ def output_after_stop(output: str, started: datetime, had_finished_output: bool)
     return f"OUTPUT has no finished output (no {SUCCESS_FILE}); the next run writes it whole"
 
 
-Plan = list[tuple[StagedFile, str]]  # each staged file with its final path, both relative to OUTPUT
-
-
-class _Commit(beam.DoFn):
-    """Replaces OUTPUT's dataset with the staged files, checks them, then writes the manifest and ``_SUCCESS``.
-
-    The steps, each a function below, in order: check the accounting and the staged rows against the
-    manifest's counts; check the lease; plan the final names; find which staged files still wait (an earlier
-    attempt of this commit may have moved some: only a file whose footer names the staged path is taken as
-    moved); retract ``_SUCCESS`` and the manifest; clear the previous dataset; move; check each committed
-    file holds its staged rows; remove this run's staging; write the manifest, then ``_SUCCESS``.
-    """
-
-    def __init__(self, output: str, run_id: str | None = None) -> None:
-        self._output = output
-        self._run_id = run_id
-
-    def process(
-        self,
-        _: None,
-        chunk_files: list[StagedFile],
-        reject_files: list[StagedFile],
-        manifest: dict,
-        other_files: list[StagedFile],
-    ):
-        # before anything in OUTPUT changes (each committed file is checked to hold its staged rows once moved)
-        check_publishable(manifest, [*chunk_files, *reject_files], other_files)
-        fs, root = _filesystem(self._output)
-        run_id = self._run_id
-        with _said_of_output("could not begin", "OUTPUT is as it was"):
-            fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
-            if run_id is not None:
-                check_held(fs, root, run_id)
-            plan = _final_names([*chunk_files, *reject_files, *other_files])
-            to_move, moved = _pending_moves(fs, root, plan)
-            previous = _previous_files(fs, root)
-        with _said_of_output("failed midway", _INCOMPLETE):
-            _unless_stopped(run_id, lambda: _retract(fs, root))  # the first change: a stop is decided before or after
-            _clear_previous(fs, previous - moved)
-            _check_running(run_id)
-            _move(fs, root, to_move, lambda: _check_running(run_id))
-            committed = _verify(fs, root, plan)
-            _clear_staging(fs, root, plan)
-            final = _unless_stopped(run_id, lambda: _publish(fs, root, committed, manifest))  # the last
-        yield final
-
-
-_INCOMPLETE = (
-    f"OUTPUT is incomplete (no {SUCCESS_FILE}: do not read it); the next run replaces it whole (an --incremental"
-    " one runs in full)"
-)
-
-
-@contextlib.contextmanager
-def _said_of_output(what: str, state: str) -> Iterator[None]:
-    """A storage error in the commit's steps (a full disk, a store that stays down) as a :class:`CommitError`: one
-    line naming the error and what OUTPUT holds, ``state``, rather than the traceback around it. A commit's own
-    refusal (a file it did not stage, one it cannot read back once moved) says what OUTPUT holds too."""
-    try:
-        yield
-    except CommitStopped:
-        raise
-    except CommitError as err:
-        raise CommitError(f"{err}: {state}") from err
-    except OSError as err:
-        raise CommitError(f"the commit {what} ({type(err).__name__}: {err}): {state}") from err
-
-
-def _pending_moves(fs: AbstractFileSystem, root: str, plan: Plan) -> tuple[Plan, set[str]]:
-    """The files still in staging, and the final paths an earlier attempt of this commit already filled.
-
-    Checked before deleting anything, while the previous dataset is still whole. A staged file that is
-    gone counts as moved only if its final path holds the very file (its footer names the staged path):
-    never a file of another run.
-    """
-    waiting = set(fs.find(f"{root}/{STAGING_DIR}"))
-    to_move = [(staged, final) for staged, final in plan if f"{root}/{staged.path}" in waiting]
-    done = [(staged, final) for staged, final in plan if f"{root}/{staged.path}" not in waiting]  # kept files too
-    with ThreadPoolExecutor(_MOVE_THREADS) as pool:  # an object store's footer reads, 16 at a time
-        footers = list(pool.map(lambda item: staged_as(fs, f"{root}/{item[1]}"), done))
-    moved = {f"{root}/{final}" for _, final in done}
-    foreign = [staged.path for (staged, _), footer in zip(done, footers, strict=True) if footer != staged.footer_path]
-    if foreign:
-        raise CommitError(
-            f"staged files missing, not committing (another run writing into OUTPUT?): {sorted(foreign)[:5]}"
-        )
-    return to_move, moved
-
-
-def _retract(fs: AbstractFileSystem, root: str) -> None:
-    """First change to the dataset: OUTPUT stops being a finished output."""
-    _remove(fs, f"{root}/{SUCCESS_FILE}")
-    _remove(fs, f"{root}/{MANIFEST_FILE}")
-
-
-def _previous_files(fs: AbstractFileSystem, root: str) -> frozenset[str]:
-    """The files of the previous dataset, which the commit replaces, checked before anything changes: a file
-    zerda did not write that appeared in a dataset folder since the launch fails the commit (it is never
-    deleted, and left there it would be read with this run's files)."""
-    files = dataset_files(fs, root)
-    if files.foreign:
-        raise CommitError(f"{files.describe_foreign(root)}, put there while the run ran: not committing")
-    return files.ours
-
-
-def _clear_previous(fs: AbstractFileSystem, previous: Iterable[str]) -> None:
-    """Delete the previous dataset's files, then the folders they leave empty (a file zerda did not write
-    is never deleted: a hidden one keeps its folder)."""
-    paths = sorted(previous)
-    _remove(fs, paths)
-    for folder in sorted({posixpath.dirname(path) for path in paths}):
-        _remove_if_empty(fs, folder)
-
-
 def _remove_if_empty(fs: AbstractFileSystem, folder: str) -> None:
     """Remove ``folder`` if nothing is left in it (on an object store, where folders are only prefixes,
     listing an emptied one fails: nothing to do)."""
@@ -799,28 +684,19 @@ def _remove_if_empty(fs: AbstractFileSystem, folder: str) -> None:
             fs.rmdir(folder)
 
 
-def _move(fs: AbstractFileSystem, root: str, to_move: Plan, check: Callable[[], None] = lambda: None) -> None:
-    """Local files are renamed. On an object store a move is a copy and a delete anyway: each file is copied
-    (one server-side copy), and the staged originals go with the staging folder in batched deletes
-    (``_clear_staging``), about half the requests of ``mv`` (which also checks and lists each file).
-    ``check`` runs before each move (it raises once the run is stopped)."""
+def move_file(fs: AbstractFileSystem, source: str, target: str) -> None:
+    """Move a staged file to its final path. Local files are renamed. On an object store a move is a copy and
+    a delete anyway: one server-side copy here, and the staged originals go with the staging folder in
+    batched deletes, about half the requests of ``mv`` (which also checks and lists each file)."""
+    (fs.mv if isinstance(fs, LocalFileSystem) else fs.cp_file)(source, target)
+
+
+def _move(fs: AbstractFileSystem, root: str, to_move: list[tuple[StagedFile, str]]) -> None:
+    """Move each staged file to its path relative to ``root``, 16 at once (:func:`move_file`)."""
     for folder in {posixpath.dirname(f"{root}/{final}") for _, final in to_move}:
         fs.makedirs(folder, exist_ok=True)
-    place = fs.mv if isinstance(fs, LocalFileSystem) else fs.cp_file
-
-    def move(item: tuple[StagedFile, str]) -> None:
-        check()
-        place(f"{root}/{item[0].path}", f"{root}/{item[1]}")
-
     with ThreadPoolExecutor(_MOVE_THREADS) as pool:
-        list(pool.map(move, to_move))
-
-
-def _verify(fs: AbstractFileSystem, root: str, plan: Plan) -> list[dict[str, Any]]:
-    """Re-read the committed files' footers: each is the file staged, with its staged rows, whose totals the
-    commit checked against the manifest's counts before it began. Returns each file's manifest entry."""
-    with ThreadPoolExecutor(_MOVE_THREADS) as pool:
-        return list(pool.map(lambda item: _footer(fs, root, *item), plan))
+        list(pool.map(lambda item: move_file(fs, f"{root}/{item[0].path}", f"{root}/{item[1]}"), to_move))
 
 
 def check_publishable(manifest: Mapping[str, Any], data_files: list[StagedFile], other_files: list[StagedFile]) -> None:
@@ -860,48 +736,6 @@ def _is_counted(directory: str) -> bool:
     return directory.startswith(f"{PARTITION_COLUMN}=") or directory == REJECTS_DIR
 
 
-def _footer(fs: AbstractFileSystem, root: str, staged: StagedFile, final: str) -> dict[str, Any]:
-    """The manifest entry of a committed file (path, rows, bytes, its footer's digest), after checking it is the
-    file staged with the rows staged. Only the footer is read: a corruption that keeps the size (a bad sector)
-    is found by the CRC of each page (written with every file) when the file is next read; another file put in
-    its place, by its footer's digest."""
-    try:
-        with fs.open(f"{root}/{final}", "rb") as f:
-            metadata = pq.read_metadata(f)
-            size = f.seek(0, io.SEEK_END)  # known to the open file: no further request
-            entry = {"path": final, "rows": metadata.num_rows, "bytes": size, "footer": footer_digest(f)}
-    except (OSError, pa.ArrowInvalid) as err:
-        raise CommitError(f"committed file {final} cannot be read back ({err}); no {SUCCESS_FILE} written") from err
-    written_as = (metadata.metadata or {}).get(STAGED_KEY, b"").decode()
-    if written_as != staged.footer_path or metadata.num_rows != staged.rows:
-        raise CommitError(
-            f"committed file {final} is not the one staged ({written_as or 'no zerda footer'}, {metadata.num_rows:,} "
-            f"rows; staged {staged.path}, {staged.rows:,} rows); no {SUCCESS_FILE} written"
-        )
-    return entry
-
-
-def _clear_staging(fs: AbstractFileSystem, root: str, plan: Plan) -> None:
-    """Delete this run's staging folder (``_staging/<run_id>``, retried bundles' files in it), never another
-    run's; ``_staging`` itself goes once it is empty."""
-    runs = {f"{root}/{'/'.join(staged.path.split('/')[:2])}" for staged, _ in plan if not staged.kept}
-    _remove(fs, sorted(runs), recursive=True)
-    _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
-
-
-def _publish(
-    fs: AbstractFileSystem, root: str, files: list[dict[str, Any]], manifest: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Write the table of the committed files, the manifest naming it (its rows and bytes), then ``_SUCCESS``: the
-    last step, the one that makes OUTPUT a finished output."""
-    listed = write_files_table(fs, root, files)
-    final_manifest = finish_manifest(manifest, finished=datetime.now(timezone.utc))
-    final_manifest["output"] = {**final_manifest["output"], "files_table": listed}
-    fs.pipe_file(f"{root}/{MANIFEST_FILE}", Manifest(final_manifest).dumps().encode())
-    fs.pipe_file(f"{root}/{SUCCESS_FILE}", b"")
-    return final_manifest
-
-
 class CommitOnce(beam.PTransform):
     """``{"chunks", "rejects": StagedFile PCollections, "manifest": one dict}`` -> what the DoFn ``commit`` yields:
     it runs once, after every staged write and the manifest are complete (they are its side inputs: the chunk
@@ -913,25 +747,18 @@ class CommitOnce(beam.PTransform):
 
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         pipeline = pcolls["manifest"].pipeline
-        others = [pcolls[key] for key in sorted(pcolls) if key not in ("chunks", "rejects", "manifest")]
-        other_files = (others or [pipeline | "NoOtherFiles" >> beam.Create([])]) | "OtherFiles" >> beam.Flatten()
-        return (
-            pipeline
-            | "Once" >> beam.Create([None])
-            | "Commit"
-            >> beam.ParDo(
-                self._commit,
-                beam.pvalue.AsList(pcolls["chunks"]),
-                beam.pvalue.AsList(pcolls["rejects"]),
-                beam.pvalue.AsSingleton(pcolls["manifest"]),
-                beam.pvalue.AsList(other_files),
-            )
-        )
+        return pipeline | "Once" >> beam.Create([None]) | "Commit" >> beam.ParDo(self._commit, *staged_views(pcolls))
 
 
-class CommitOutput(CommitOnce):
-    """:class:`CommitOnce` into a directory (:class:`_Commit`) -> the final manifest; the ``_index`` and
-    ``_changes`` files are committed as the chunks are."""
-
-    def __init__(self, output: str, run_id: str | None = None) -> None:
-        super().__init__(_Commit(absolute_url(output), run_id))
+def staged_views(pcolls: Mapping[str, beam.PCollection]) -> tuple[beam.pvalue.AsSideInput, ...]:
+    """A commit's side inputs: the chunk files, the reject files, the manifest, and the files of every other
+    key (``_index``, ``_ids``, ``_changes``, the inputs table), as one list."""
+    pipeline = pcolls["manifest"].pipeline
+    others = [pcolls[key] for key in sorted(pcolls) if key not in ("chunks", "rejects", "manifest")]
+    other_files = (others or [pipeline | "NoOtherFiles" >> beam.Create([])]) | "OtherFiles" >> beam.Flatten()
+    return (
+        beam.pvalue.AsList(pcolls["chunks"]),
+        beam.pvalue.AsList(pcolls["rejects"]),
+        beam.pvalue.AsSingleton(pcolls["manifest"]),
+        beam.pvalue.AsList(other_files),
+    )

@@ -13,7 +13,7 @@ processes do it through ``sitecustomize.py`` beside this file, found by putting 
 path holds ``<path part>`` (through fsspec's local file, as zerda reads a previous output) raise an I/O error
 (``EIO``) once: a storage hiccup rather than a damaged file.
 
-``ZERDA_PAUSE_COMMIT="<phase>@<marker_path>"`` pauses the commit (``pipelines.output.write._Commit``) for good at
+``ZERDA_PAUSE_COMMIT="<phase>@<marker_path>"`` pauses the commit (``pipelines.output.commit``) for good at
 ``phase``, after creating the marker file, so that a test can stop the job there: ``before`` its first change
 to OUTPUT (the previous output is whole), ``during`` (the previous dataset deleted, nothing of this run's moved
 in yet), ``after`` (committed, ``_SUCCESS`` written, the pipeline not finished).
@@ -73,28 +73,29 @@ def _install_pause() -> None:
     if not value:
         return
     phase, _, marker = value.partition("@")
-    from pipelines.output import write
+    from pipelines.output import commit
 
-    if getattr(write._Commit.process, "_zerda_pause", False):
+    if getattr(commit._FinishCommit.process, "_zerda_pause", False):
         return
     if phase == "before":  # after the last read-only step
-        read_previous_files = write._previous_files
+        read_previous_files = commit._previous_files
 
         def previous_files(*args: Any) -> Any:
             found = read_previous_files(*args)
             _pause(marker)
             return found
 
-        write._previous_files = previous_files  # type: ignore[assignment]
+        commit._previous_files = previous_files  # type: ignore[assignment]
     elif phase == "during":  # the previous dataset deleted, nothing moved in
 
-        def move(*args: Any) -> None:
+        def move(*args: Any) -> Iterator[Any]:
             _pause(marker)
+            yield from ()
 
-        write._move = move  # type: ignore[assignment]
+        commit._MoveStaged.process = move  # type: ignore[method-assign,assignment]
     elif phase != "after":
         raise ValueError(f"{PAUSE_ENV} must be 'before|during|after@<marker_path>', got {value!r}")
-    original = write._Commit.process
+    original = commit._FinishCommit.process
 
     def process(self: Any, *args: Any) -> Iterator[Any]:
         yield from original(self, *args)
@@ -102,7 +103,7 @@ def _install_pause() -> None:
             _pause(marker)
 
     process._zerda_pause = True  # type: ignore[attr-defined]
-    write._Commit.process = process  # type: ignore[method-assign,assignment]
+    commit._FinishCommit.process = process  # type: ignore[method-assign,assignment]
 
 
 def install() -> None:
