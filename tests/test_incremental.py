@@ -797,6 +797,38 @@ def test_a_previous_chunk_file_replaced_by_another_runs_file_of_its_size_gives_a
     assert report_main(["--verify", str(output)]) == 0
 
 
+def test_a_previous_reject_file_replaced_by_another_runs_file_of_its_size_gives_a_full_run(tmp_path: Path) -> None:
+    """A reject file swapped for another run's of the same size (a corpus of the same paths, one reject's text
+    another of its length): an unchanged file's rejects are carried from the reject files, so its two rejects
+    were lost, silently, with ``_SUCCESS`` (records read 1 for a file of 3 lines). The launch reads the reject
+    files whole: their footers are checked against the digests the manifest records, and the run is a full
+    one that says why."""
+    corpus, output, fresh = tmp_path / "vx" / "corpus", tmp_path / "out", tmp_path / "fresh"  # paths as long as
+    config = tmp_path / "plain.yaml"  # those of the other runs' corpora below
+    config.write_text("output:\n  compression: none\n", encoding="utf-8")
+    corpus.mkdir(parents=True)
+    _write_jsonl(corpus / "r.jsonl", [("a", _doc(3)), ("b", "x"), ("c", "")])
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output, "--config", str(config)))
+    (victim,) = [e for e in read_manifest(output)["output"]["files"] if e["path"].startswith("_rejects/")]
+    for letter in "yzwvutsrqp":  # a page's CRC is a varint in its header: a size may differ by a byte
+        varied, other = tmp_path / f"v{letter}" / "corpus", tmp_path / f"v{letter}" / "out"
+        shutil.copytree(corpus, varied)
+        _write_jsonl(varied / "r.jsonl", [("a", _doc(3)), ("b", letter), ("c", "")])
+        run(_argv(varied, other, "--config", str(config)))
+        (twin,) = [e for e in read_manifest(other)["output"]["files"] if e["path"].startswith("_rejects/")]
+        if twin["bytes"] == victim["bytes"]:
+            break
+    else:
+        raise AssertionError("no run gave a reject file of the size of the output's")
+    shutil.copyfile(other / twin["path"], output / victim["path"])
+    manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
+    run(_argv(corpus, fresh, "--config", str(config)))
+    assert manifest["counts"]["records_read"] == 3
+    assert _rejects(output) == _rejects(fresh)
+    assert manifest["changes"]["reason"].startswith("full run: a previous reject file does not decode (")
+
+
 @pytest.mark.parametrize(
     ("victim", "error"),
     [

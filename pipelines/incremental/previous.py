@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import posixpath
 import re
@@ -178,8 +179,9 @@ def judge_previous(
     if carry:
         try:
             fs, _ = url_to_fs(root)
-            inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects))
-        except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
+            recorded = {f"{root}/{e['path']}": e["footer"] for e in manifest.files or () if e.get("footer")}
+            inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects, recorded))
+        except (OSError, pa.ArrowException, FooterChanged) as err:  # damaged in place, or another file of its size
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     documents = manifest.counts.get("documents_chunked")
     footers = {e["path"]: e["footer"] for e in manifest.files or () if e.get("footer") and read_by_slices(e["path"])}
@@ -249,12 +251,18 @@ def without_carry(previous: Previous, why: str) -> Previous:
     return replace(previous, carry=False, reason=f"full run: {why}", inputs={})
 
 
-def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str]) -> set[str]:
+def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str], footers: Mapping[str, str]) -> set[str]:
     """The sources of the previous ``chunker_error`` rejects: such an error may be the worker's (a MemoryError),
-    not the file's, and a full run tries the document again, so its file is read again, not carried."""
+    not the file's, and a full run tries the document again, so its file is read again, not carried. Each reject
+    file, read whole here, must have the footer whose digest the manifest records (``footers``, by URL), if any:
+    the rejects of the files not read again are carried from these files."""
     sources: set[str] = set()
     for url in reject_files:
-        table = pq.read_table(pa.BufferReader(_read_bytes(fs, url)), columns=["source", "reason"])
+        data = _read_bytes(fs, url)
+        if footers.get(url) and footer_digest(io.BytesIO(data)) != footers[url]:
+            name = f"{REJECTS_DIR}/{posixpath.basename(url)}"
+            raise FooterChanged(f"{name}: its footer is not the one committed: another file put in its place")
+        table = pq.read_table(pa.BufferReader(data), columns=["source", "reason"])
         sources.update(table.filter(pc.equal(table.column("reason"), "chunker_error")).column("source").to_pylist())
     return sources
 
