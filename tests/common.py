@@ -1,8 +1,9 @@
-"""Where the tests find the repository and its shipped texts, the Beam options for worker processes, and a
-spy on how many calls of a function run at once."""
+"""Where the tests find the repository and its shipped texts, the Beam options for worker processes, a free
+port for the servers the tests start, and a spy on how many calls of a function run at once."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -38,3 +39,10 @@ def most_at_once(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, second
 
     monkeypatch.setattr(module, name, slowed)
     return most
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now, for a server the tests start."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -40,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tests.common import REPO
+from tests.common import REPO, free_port
 from tests.test_portable import _WORKER_POOL, _wait_for
 
 FLINK_VERSION = "1.19.3"
@@ -120,12 +119,6 @@ def _wrap_manifest_line(line: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class FlinkCluster:
     """A JobManager and TaskManagers as process groups; TaskManagers can be killed and started again."""
 
@@ -133,13 +126,13 @@ class FlinkCluster:
         self.workdir = workdir
         self.lib = flink_lib()
         self.job_server_jar = job_server_jar()
-        self.rest_port = _free_port()
+        self.rest_port = free_port()
         self.conf = workdir / "conf"
         self.conf.mkdir()
         settings = {
             "jobmanager.rpc.address": "127.0.0.1",
             "jobmanager.bind-host": "127.0.0.1",
-            "jobmanager.rpc.port": _free_port(),
+            "jobmanager.rpc.port": free_port(),
             "jobmanager.memory.process.size": "900m",
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
@@ -157,8 +150,10 @@ class FlinkCluster:
             "taskmanager.memory.managed.size": "128m",
             "taskmanager.memory.framework.off-heap.size": "128m",
             "taskmanager.memory.task.off-heap.size": "0m",
-            "taskmanager.memory.network.min": "256m",
-            "taskmanager.memory.network.max": "256m",
+            # 16,384 buffers: a TaskManager left alone after the other is killed runs every task, and each
+            # sort-merge shuffle partition asks for 512 buffers (taskmanager.network.sort-shuffle.min-buffers)
+            "taskmanager.memory.network.min": "512m",
+            "taskmanager.memory.network.max": "512m",
             "taskmanager.memory.jvm-metaspace.size": "256m",
             "taskmanager.memory.jvm-overhead.min": "192m",
             "taskmanager.memory.jvm-overhead.max": "192m",
@@ -237,7 +232,7 @@ class FlinkCluster:
             "java",
             f"-Xmx{heap}",
             f"-Xms{heap}",
-            "-XX:MaxDirectMemorySize=384m",
+            "-XX:MaxDirectMemorySize=640m",  # the framework's off-heap memory and the network's
             "-XX:MaxMetaspaceSize=256m",
             f"-Dlog.file={log}",
             f"-Dlog4j.configurationFile=file:{self.conf / 'log4j.properties'}",

@@ -18,7 +18,6 @@ import fcntl
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import REPO
+from tests.common import REPO, free_port
 
 ICEBERG_VERSION = "1.10.0"
 START_TIMEOUT = 60.0
@@ -97,17 +96,11 @@ def server_jars() -> Path:
     return lib
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def iceberg_rest_server() -> Iterator[RestServer]:
     lib = server_jars()
     root = Path(tempfile.mkdtemp(prefix="zerda-rest-"))
-    warehouse, port = root / "warehouse", _free_port()
+    warehouse, port = root / "warehouse", free_port()
     warehouse.mkdir()
     environment = {
         **os.environ,

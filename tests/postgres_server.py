@@ -13,7 +13,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.common import free_port
 
 ROLE, DATABASE = "zerda", "iceberg"
 
@@ -46,12 +47,6 @@ def _binaries() -> Path:
     return Path(found[-1]).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def postgres_server() -> Iterator[PostgresServer]:
     binaries = _binaries()
@@ -65,7 +60,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     (root / "pw").write_text(password, encoding="utf-8")
     if user is not None:
         os.chown(root / "pw", pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
 
     def command(*args: str) -> None:
         subprocess.run(args, check=True, user=user, capture_output=True, timeout=120, cwd=root)

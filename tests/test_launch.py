@@ -1,18 +1,29 @@
-"""What the launcher hands the runner: a job graph whose size does not grow with the corpus."""
+"""What the launcher hands the runner, and what it costs: a job graph whose size does not grow with the corpus,
+and a listing of the inputs with no request a file."""
 
 from __future__ import annotations
 
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
+import pytest
+import s3fs
 
 from pipelines.cli.rechunk import build_pipeline
 from pipelines.incremental.previous import Previous
 from pipelines.input.context import source_name
-from pipelines.input.expand import InputFile
+from pipelines.input.expand import InputFile, expand_inputs
 from pipelines.records import FileReport
 from pipelines.settings import load_settings
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
 
 
 def _graph_bytes(files: int, output: Path) -> int:
@@ -40,3 +51,25 @@ def test_the_job_graph_for_100000_files_is_no_larger_than_for_10(tmp_path: Path)
         "_staging/run-1/listing/unread",
         "_staging/run-1/listing/previous",
     }
+
+
+def test_the_launch_lists_an_s3_prefix_with_no_request_a_file(s3_env: S3Env) -> None:
+    """1,500 input files under an S3 prefix: the launcher finds them, with their sizes and stamps, in a few
+    listing requests (1,000 keys a page), never one request a file (at 10^6 files that would be hours)."""
+    bucket, client = s3_env.new_bucket(), s3_env.client()
+    keys = [f"corpus/part-{n // 500}/f{n:05d}.jsonl" for n in range(1_500)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=b'{"text": "x"}\n'), keys))
+    calls: Counter[str] = Counter()
+    original = s3fs.S3FileSystem._call_s3
+
+    async def counted(self: s3fs.S3FileSystem, method: str, *args: Any, **kwargs: Any) -> Any:
+        calls[method] += 1
+        return await original(self, method, *args, **kwargs)
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
+        files = expand_inputs([f"s3://{bucket}/corpus/**"])
+    assert len(files) == len(keys) and all(f.size == 14 and f.stamp for f in files)
+    assert calls["list_objects_v2"] <= 12 and calls["head_object"] <= 1 and "get_object" not in calls, calls
