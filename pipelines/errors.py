@@ -63,12 +63,23 @@ class EnvironmentFault(StorageError, Explained):
     retries, then the job fails and OUTPUT keeps its previous output."""
 
 
+class StagingFault(OSError, Explained):
+    """Writing the run's files into OUTPUT's staging failed for the storage's reason, not a passing one (its disk
+    full, a quota, a read-only or denied folder): the run fails with one line, OUTPUT as it was."""
+
+
 class CommitError(OSError, Explained):
     """The commit found files it did not stage, missing or short of rows: nothing is marked ``_SUCCESS``."""
 
 
 class TableConflict(CommitError):
     """Another run committed to the Iceberg table while this one wrote: this run commits nothing (exit code 2)."""
+
+
+class PreviousUnreadable(RuntimeError, Explained):
+    """A previous output's index or chunk file an incremental run cannot read or trust (damaged in place, another
+    file put in its place): the launcher runs again in full, which its message, one line, says why
+    (``pipelines.incremental.previous.unreadable_carry``); its traceback would read as a crash."""
 
 
 class AccountingError(RuntimeError, Explained):

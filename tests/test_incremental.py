@@ -251,9 +251,9 @@ def test_only_the_chunk_files_of_changed_or_removed_documents_are_read(
     opened: list[str] = []
     real = pipelines.incremental.carry._read_table
 
-    def spy(url: str, columns: list[str] | None = None, filters: Any = None) -> Any:
+    def spy(url: str, columns: list[str] | None = None, filters: Any = None, footer: str = "") -> Any:
         opened.append(url)
-        return real(url, columns, filters)
+        return real(url, columns, filters, footer)
 
     monkeypatch.setattr(pipelines.incremental.carry, "_read_table", spy)
     manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
@@ -703,6 +703,27 @@ def test_a_previous_reject_file_damaged_in_place_runs_in_full_and_says_why(
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
 
 
+@pytest.mark.parametrize("victim", ["_index/", "density"])
+def test_a_damaged_previous_file_run_again_in_full_logs_no_traceback(
+    victim: str, edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A previous index or chunk file damaged in place is a full run that succeeds (exit 0), saying why in one
+    warning line: the attempt that found the damage logged Beam's ERROR with a whole traceback, even with
+    ``--quiet``, as if the run had crashed."""
+    corpus, previous, _ = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    damaged = _damaged_footer(output, "density") if victim == "density" else None
+    if damaged is None:
+        index = next(e["path"] for e in read_manifest(output)["output"]["files"] if e["path"].startswith(victim))
+        (output / index).write_bytes(_flipped((output / index).read_bytes()))
+    capsys.readouterr()
+    assert main(_argv(corpus, output, "--incremental")) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err[-3000:]
+    assert read_manifest(output)["changes"]["reason"].startswith("full run: a previous ")
+
+
 @pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in memory", "2 processes"])
 def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     workers: list[str], edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
@@ -721,6 +742,91 @@ def test_a_previous_chunk_file_damaged_in_place_gives_a_full_run_that_says_why(
     assert result["counts"] == read_manifest(fresh)["counts"]
     assert not (output / "_staging").exists() or not any((output / "_staging").iterdir())
     assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True
+
+
+def _twin_of_a_chunk_file(corpus: Path, output: Path, ours: dict[str, Any], config: Path) -> tuple[str, Path]:
+    """(a chunk file of ``output``, another run's file of its bucket with its size and rows but other text): runs
+    of a copy of ``corpus`` (its paths the same length) with one word edited to another of its length. A page's
+    CRC is a varint in its header, so a size may differ by a byte: a few words are tried."""
+    for n, word in enumerate(("fennek", "fennel", "fenner", "fennex", "fennez", "fennen", "fennem", "fenneb")):
+        varied, other = corpus.with_name(f"varie{n}"), corpus.parent / f"other{n}"
+        shutil.copytree(corpus, varied)
+        text = (varied / "a.jsonl").read_text(encoding="utf-8")
+        (varied / "a.jsonl").write_text(text.replace("fennec", word), encoding="utf-8")
+        run(_argv(varied, other, "--config", str(config)))
+        theirs = {e["path"].split("/")[0]: e for e in read_manifest(other)["output"]["files"]}
+        for path, entry in sorted(ours.items()):
+            twin = theirs.get(path.split("/")[0], {})
+            same_size = (twin.get("bytes"), twin.get("rows")) == (entry["bytes"], entry["rows"])
+            if same_size and pq.read_table(other / twin["path"])["text"] != pq.read_table(output / path)["text"]:
+                return path, other / twin["path"]
+    raise AssertionError("no run gave a chunk file of the size of one of the output's")
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept-untouched", "rewritten"])
+def test_a_previous_chunk_file_replaced_by_another_runs_file_of_its_size_gives_a_full_run(
+    kept: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chunk file swapped for another run's file of the same size and rows (a restore or a copy gone wrong:
+    uncompressed pages, a same-length edit): its pages' CRCs are whole, its size and rows those recorded. Kept
+    untouched, its rows were committed again with ``_SUCCESS`` and ``--verify`` passed (rows of another corpus
+    in the output); rewritten, the run failed with a traceback every time. Its footer, whose digest the
+    manifest records, names another run's staged file: the run says so and runs in full."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    config = tmp_path / "plain.yaml"
+    config.write_text("output:\n  compression: none\n", encoding="utf-8")
+    _corpus_v1(corpus)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output, "--config", str(config)))
+    ours = {e["path"]: e for e in read_manifest(output)["output"]["files"] if e["path"].startswith("density")}
+    victim, twin = _twin_of_a_chunk_file(corpus, output, ours, config)
+    shutil.copyfile(twin, output / victim)
+    capsys.readouterr()
+    assert report_main(["--verify", str(output)]) == 1
+    assert victim in capsys.readouterr().out
+    if not kept:  # a document whose rows are in the victim edited: the file is rewritten without them
+        doc = next(r for r in _table(output, "_index") if r["chunk_file"] == victim and r["source"].endswith("jsonl"))
+        source = Path(doc["source"])
+        records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+        _write_jsonl(source, [(r["id"], r["text"] + (" Edited." if r["id"] == doc["doc_id"] else "")) for r in records])
+    manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
+    run(_argv(corpus, fresh, "--config", str(config)))
+    assert _rows(output) == _rows(fresh)
+    assert manifest["changes"]["incremental"] is False
+    assert manifest["changes"]["reason"].startswith(f"full run: a previous chunk file cannot be read: {victim} (")
+    assert report_main(["--verify", str(output)]) == 0
+
+
+def test_a_previous_reject_file_replaced_by_another_runs_file_of_its_size_gives_a_full_run(tmp_path: Path) -> None:
+    """A reject file swapped for another run's of the same size (a corpus of the same paths, one reject's text
+    another of its length): an unchanged file's rejects are carried from the reject files, so its two rejects
+    were lost, silently, with ``_SUCCESS`` (records read 1 for a file of 3 lines). The launch reads the reject
+    files whole: their footers are checked against the digests the manifest records, and the run is a full
+    one that says why."""
+    corpus, output, fresh = tmp_path / "vx" / "corpus", tmp_path / "out", tmp_path / "fresh"  # paths as long as
+    config = tmp_path / "plain.yaml"  # those of the other runs' corpora below
+    config.write_text("output:\n  compression: none\n", encoding="utf-8")
+    corpus.mkdir(parents=True)
+    _write_jsonl(corpus / "r.jsonl", [("a", _doc(3)), ("b", "x"), ("c", "")])
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output, "--config", str(config)))
+    (victim,) = [e for e in read_manifest(output)["output"]["files"] if e["path"].startswith("_rejects/")]
+    for letter in "yzwvutsrqp":  # a page's CRC is a varint in its header: a size may differ by a byte
+        varied, other = tmp_path / f"v{letter}" / "corpus", tmp_path / f"v{letter}" / "out"
+        shutil.copytree(corpus, varied)
+        _write_jsonl(varied / "r.jsonl", [("a", _doc(3)), ("b", letter), ("c", "")])
+        run(_argv(varied, other, "--config", str(config)))
+        (twin,) = [e for e in read_manifest(other)["output"]["files"] if e["path"].startswith("_rejects/")]
+        if twin["bytes"] == victim["bytes"]:
+            break
+    else:
+        raise AssertionError("no run gave a reject file of the size of the output's")
+    shutil.copyfile(other / twin["path"], output / victim["path"])
+    manifest = run(_argv(corpus, output, "--config", str(config), "--incremental"))
+    run(_argv(corpus, fresh, "--config", str(config)))
+    assert manifest["counts"]["records_read"] == 3
+    assert _rejects(output) == _rejects(fresh)
+    assert manifest["changes"]["reason"].startswith("full run: a previous reject file does not decode (")
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ def _graph_bytes(files: int, output: Path) -> int:
     into an output whose previous run wrote one chunk file per input file (and a million documents)."""
     inputs = [InputFile(f"file:///corpus/f{n:06d}.jsonl", f"f{n:06d}.jsonl", 5_000, f"s{n}") for n in range(files)]
     unchanged = {source_name(f.url): FileReport(source_name(f.url), 5_000, 7, "", f.stamp or "") for f in inputs[::2]}
-    chunk_files = tuple((f"density_bucket=3/part-{n:032x}.parquet", 70) for n in range(files))
+    chunk_files = tuple((f"density_bucket=3/part-{n:032x}.parquet", 70, f"{n:032x}") for n in range(files))
     previous = Previous(True, "incremental", output.as_uri(), 1, frozenset({0}), 10**6, chunk_files, (), unchanged)
     pipeline = beam.Pipeline()
     started = datetime.now(timezone.utc)

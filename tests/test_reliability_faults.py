@@ -677,10 +677,11 @@ def _first_dataset_copy(request: Request) -> bool:
 # itself tries a call 5 times on a throttling answer (503 SlowDown) or a closed connection: botocore's
 # attempts on top of those only add their own back-off (up to a second each, for every call of the run
 # and of its cleanup), so the reads and writes phases leave the retries to s3fs. A 500 only botocore retries.
+_COMMIT_FAILED = r"^zerda: error: the commit failed midway .*internal error.*OUTPUT is incomplete"  # one line
 DOWN_PHASES = [
     ("reads", _object_read, "503", r"StorageError: reading s3://\S+/corpus/\S+ failed: .*reduce your request rate", 1),
     ("writes", _after_staging_put, "cut", r"Connection was closed .* URL: \"http://127\.0\.0\.1:\d+/\S+/_staging/", 1),
-    ("commit", _first_dataset_copy, "500", r"internal error.*\[while running 'Commit/", 2),
+    ("commit", _first_dataset_copy, "500", _COMMIT_FAILED, 2),
 ]
 
 

@@ -35,8 +35,9 @@ import psutil
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, WorkerOptions
 
+import pipelines.output.commit as commit_module
 from pipelines.cli.options import parse_arguments
-from pipelines.cli.rechunk import build_parser, main, run
+from pipelines.cli.rechunk import build_parser, main
 from pipelines.errors import OutputError, UsageError
 from pipelines.output.lease import LEASE_FILE, STALE_SECONDS, WRITING_SECONDS, Lease, best_effort, check_held
 from pipelines.output.write import StagedFile, hold_output, new_run_id
@@ -207,8 +208,8 @@ class _Tamper(beam.DoFn):
 @pytest.mark.parametrize(
     ("how", "message"),
     [
-        ("delete", "staged files missing"),
-        ("truncate", "bytes, not the .* written"),
+        ("delete", "staged files missing.*OUTPUT is as it was"),
+        ("truncate", "bytes, not the .* written.*OUTPUT is incomplete"),
         ("drop", "differ from the manifest"),
     ],
 )
@@ -372,9 +373,12 @@ def _incompressible_corpus(path: Path, megabytes: int) -> None:
             f.write(json.dumps({"id": f"d{n}", "text": " ".join(words) + "."}) + "\n")
 
 
-def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(tmp_path: Path) -> None:
+def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real full disk: OUTPUT on a 3 MB tmpfs holding a finished small run; a run needing more fails
-    with ENOSPC, deletes its staging (the space comes back) and leaves the previous output as it was."""
+    with ENOSPC, deletes its staging (the space comes back) and leaves the previous output as it was, with one
+    line saying so (it was a traceback ending in ``RuntimeError: OSError: [Errno 28] ...``)."""
     corpus = tmp_path / "random.jsonl"
     _incompressible_corpus(corpus, 6)
     small = tmp_path / "small_disk"
@@ -384,12 +388,70 @@ def test_a_full_disk_fails_the_run_and_keeps_the_previous_output(tmp_path: Path)
         out = small / "out"
         assert main(["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(out), "--quiet"]) == 0
         before, free = _snapshot(out), shutil.disk_usage(small).free
-        with pytest.raises(Exception, match="No space left on device"):
-            run(["--input", str(corpus), "--output", str(out), "--quiet"])
+        capsys.readouterr()
+        assert main(["--input", str(corpus), "--output", str(out), "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, err[-3000:]
+        last = err.strip().splitlines()[-1]
+        assert last.startswith(f"zerda: error: writing this run's files into {out} failed (OSError: ") and (
+            "No space left on device" in last and last.endswith("OUTPUT is as it was")
+        ), last
         assert _snapshot(out) == before
         assert {p.name for p in out.iterdir()} - {"_staging"} == {Path(name).parts[0] for name in before}
         assert not any(p.is_file() for p in (out / "_staging").rglob("*"))
         assert shutil.disk_usage(small).free == free
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def _fill(disk: Path) -> Path:
+    """A file taking every byte left on ``disk``."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 16, 512, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_disk_that_fills_during_the_commit_fails_in_one_line_saying_what_output_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OUTPUT's disk fills after the commit moved the new dataset in, as it writes the manifest (another writer
+    on the disk; the fill is timed by wrapping the commit's last step). It was a 170-line traceback ending in
+    ``RuntimeError: OSError: [Errno 28] ...``, not saying that OUTPUT was left without ``_SUCCESS``, half
+    replaced. One line says so; once the space is back, the next run replaces it whole."""
+    small = tmp_path / "small_disk"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    try:
+        out, fresh = small / "out", tmp_path / "fresh"
+        argv = ["--input", str(DATA_DIR / "english_prose.txt"), "--output", str(out), "--quiet"]
+        assert main(argv) == 0
+        real = commit_module._publish
+
+        def publish_on_a_full_disk(*args: Any) -> Any:
+            _fill(small)
+            return real(*args)
+
+        monkeypatch.setattr(commit_module, "_publish", publish_on_a_full_disk)
+        capsys.readouterr()
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, err[-3000:]
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("zerda: error: the commit failed midway") and "No space left on device" in last, last
+        assert "OUTPUT is incomplete" in last and "the next run replaces it whole" in last, last
+        assert not (out / "_SUCCESS").exists()
+        monkeypatch.undo()
+        (small / "filler").unlink()
+        assert main(argv) == 0
+        assert main([*argv[:3], str(fresh), "--quiet"]) == 0
+        assert read_chunks(out).sort_by("chunk_id") == read_chunks(fresh).sort_by("chunk_id")
     finally:
         subprocess.run(["umount", str(small)], check=True)
 

@@ -4,25 +4,36 @@ that leave them, or kept untouched."""
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
 from fsspec.core import url_to_fs
 
+from pipelines.errors import PreviousUnreadable
 from pipelines.incremental.index import _COUNTED_COLUMNS, document_keys
-from pipelines.incremental.previous import UNREADABLE, Previous, _read_table, _why, read_index
+from pipelines.incremental.previous import (
+    UNREADABLE,
+    UNREADABLE_INDEX,
+    FooterChanged,
+    Previous,
+    _read_table,
+    _why,
+    read_index,
+)
 from pipelines.incremental.tags import _TOTALS
 from pipelines.names import REJECTS
 from pipelines.output.layout import (
     CHUNK_SUFFIX,
     PARTITION_COLUMN,
 )
-from pipelines.output.ownership import staged_as
+from pipelines.output.manifest import footer_digest
+from pipelines.output.ownership import STAGED_KEY
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
     StagedFile,
@@ -104,10 +115,15 @@ def _batches(reports: Sequence[FileReport], max_rows: int) -> list[tuple[FileRep
     return [*batches, tuple(batch)] if batch else batches
 
 
-class _CarryRows(beam.DoFn):
-    """(previous chunk file, the documents whose rows leave it) -> the file without those rows, staged to replace
-    it under its own name, so the index rows pointing at it stay right; nothing when no row is left. Only the
-    files that hold a changed or removed document are read: the others stay as they are (:class:`_KeepUntouched`)."""
+class _CarryChunkFile(beam.DoFn):
+    """(a previous chunk file's path, ``{"file": [(path, rows, footer digest)], "leaving": [(document key, rows)]}``)
+    -> the file kept where it is when no document leaves it (only its footer is read); else written again without
+    the rows of the documents leaving it, staged to replace it under its own name, so the index rows pointing at
+    it stay right (nothing when no row is left). Only the files that hold a changed or removed document are read.
+
+    Either way the file's footer must be the one the previous run committed (its digest is in the manifest's
+    table of files): a file put in its place, of the same size and rows (another run's, a restore), is the
+    previous output changed by hand, and the launcher runs again in full (:func:`unreadable_carry`)."""
 
     def __init__(self, root: str, output: str, run_id: str, compression: str) -> None:
         self._root = root
@@ -115,46 +131,58 @@ class _CarryRows(beam.DoFn):
         self._run_id = run_id
         self._compression = compression
 
-    def process(self, element: tuple[str, Iterable[tuple[str, int]]]) -> Iterator[StagedFile]:
-        path, leaving = element
-        table = rows_staying(f"{self._root}/{path}", path, leaving, CHUNK_SCHEMA)
+    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[StagedFile]:
+        path, grouped = element
+        leaving, files = list(grouped["leaving"]), list(grouped["file"])
+        if not files:  # the index names a chunk file the manifest does not list: it is not this output's index
+            raise PreviousUnreadable(f"{UNREADABLE_INDEX}: it names chunk file {path}, not in the manifest")
+        ((_, rows, footer),) = files
+        url = f"{self._root}/{path}"
+        if not leaving:
+            written_as = _kept_footer(url, path, footer)
+            yield StagedFile(posixpath.dirname(path), path, rows, written_as=written_as, kept=True, footer=footer)
+            return
+        table = rows_staying(url, path, leaving, CHUNK_SCHEMA, footer)
         if table.num_rows:
-            directory = posixpath.dirname(path)
-            staged = stage_table(self._output, self._run_id, directory, table, CHUNK_SUFFIX, self._compression)
+            staged = stage_table(
+                self._output, self._run_id, posixpath.dirname(path), table, CHUNK_SUFFIX, self._compression
+            )
             yield replace(staged, final=path)
 
 
-def rows_staying(url: str, path: str, leaving: Iterable[tuple[str, int]], schema: pa.Schema) -> pa.Table:
+def _kept_footer(url: str, path: str, footer: str) -> str:
+    """The staged path the footer of a previous chunk file kept untouched names, after checking the footer is the
+    one committed (``footer``, its digest; "" for an output from before it was recorded)."""
+    try:
+        source_fs, source = url_to_fs(url)
+        with source_fs.open(source, "rb") as f:
+            if footer and footer_digest(f) != footer:
+                raise FooterChanged("its footer is not the one committed: another file put in its place")
+            f.seek(0)
+            metadata = pq.read_metadata(f).metadata or {}
+    except (OSError, pa.ArrowException, FooterChanged) as err:
+        raise PreviousUnreadable(f"{UNREADABLE}: {path} ({_why(err)})") from err
+    return metadata.get(STAGED_KEY, b"").decode() or path
+
+
+def rows_staying(
+    url: str, path: str, leaving: Iterable[tuple[str, int]], schema: pa.Schema, footer: str = ""
+) -> pa.Table:
     """The rows of the previous chunk file at ``url`` (``path`` in the output) but those of the documents
-    ``leaving`` it, ``(document key, rows)`` each, as ``schema``. A file that cannot be read fails the run for
-    the launcher to run again in full (:func:`unreadable_carry`); one that does not hold the rows the index
-    says it does fails it outright."""
+    ``leaving`` it, ``(document key, rows)`` each, as ``schema``. A file that cannot be read, whose footer is not
+    ``footer`` (its digest, when recorded), or that does not hold the rows the index says it does (changed by
+    hand) fails the run for the launcher to run again in full (:func:`unreadable_carry`)."""
     dropped = dict(leaving)
     try:
-        table = _read_table(url)
+        table = _read_table(url, footer=footer)
         stay = pc.invert(pc.is_in(document_keys(table), value_set=pa.array(list(dropped))))
         table = table.select(schema.names).cast(schema).filter(stay)
-    except (OSError, pa.ArrowException) as err:  # pyarrow's decoding errors are OSErrors too
-        raise RuntimeError(f"{UNREADABLE}: {path} ({_why(err)})") from err
+    except (OSError, pa.ArrowException, FooterChanged) as err:  # pyarrow's decoding errors are OSErrors too
+        raise PreviousUnreadable(f"{UNREADABLE}: {path} ({_why(err)})") from err
     gone = len(stay) - table.num_rows
     if gone != sum(dropped.values()):
-        raise RuntimeError(
-            f"previous output changed under the run: {gone} rows of changed or removed documents in {path},"
-            f" the index says {sum(dropped.values())}"
+        raise PreviousUnreadable(
+            f"{UNREADABLE}: {path} (it holds {gone} rows of changed or removed documents, the index says"
+            f" {sum(dropped.values())}: changed since its run)"
         )
     return table
-
-
-class _KeepUntouched(beam.DoFn):
-    """(path, rows) of a previous chunk file -> the file kept where it is, unless a changed or removed document
-    has rows in it (``touched``: :class:`_CarryRows` replaces it). Nothing is read but its footer."""
-
-    def __init__(self, root: str) -> None:
-        self._root = root
-
-    def process(self, entry: tuple[str, int], touched: Container[str]) -> Iterator[StagedFile]:
-        path, rows = entry
-        if path not in touched:
-            source_fs, source = url_to_fs(f"{self._root}/{path}")
-            written_as = staged_as(source_fs, source)  # the path the previous run staged it as, in its footer
-            yield StagedFile(posixpath.dirname(path), path, rows, written_as=written_as or path, kept=True)

@@ -16,6 +16,7 @@ from apache_beam.pvalue import TaggedOutput
 
 import zerda_core
 from pipelines.chunking import summarise
+from pipelines.errors import PreviousUnreadable
 from pipelines.incremental.index import (
     _INDEX_ROW_GROUP,
     _packed,
@@ -163,7 +164,7 @@ class _CountIds(_PartitionTask):
             counts.update(change)
         if any(n < 0 for n in counts.values()):  # previous counts that do not match the previous index
             path = index_path(partition, self._partitions, IDS_DIR)
-            raise RuntimeError(f"{UNREADABLE_INDEX}: {path} (its id counts do not match the index)")
+            raise PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} (its id counts do not match the index)")
         ids = sorted(doc_id for doc_id, n in counts.items() if n)
         duplicated = [doc_id for doc_id in ids if counts[doc_id] > 1]
         if duplicated:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import posixpath
 import re
@@ -19,7 +20,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 import zerda_core
-from pipelines.errors import EnvironmentFault, ManifestError, OutputError, without_beam_steps
+from pipelines.errors import EnvironmentFault, ManifestError, OutputError, PreviousUnreadable, without_beam_steps
 from pipelines.incremental.index import _PARTITION_NAME, index_partitions, index_path, partition_of
 from pipelines.input.context import source_name
 from pipelines.input.expand import InputFile
@@ -32,7 +33,7 @@ from pipelines.output.layout import (
     REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.output.manifest import Manifest, footer_digest
+from pipelines.output.manifest import Manifest, footer_digest, read_by_slices
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.records import FileReport
 from pipelines.redact import bounded
@@ -76,7 +77,7 @@ class Previous:
     index_partitions: int = 0  # how many partitions the previous index has (0: none to compare against)
     index_parts: frozenset[int] = frozenset()  # the partitions that have a file (an empty one has none)
     documents: int = 0  # the previous run's documents: the size of this run's index is planned from it
-    chunk_files: tuple[tuple[str, int], ...] = ()  # (path, rows) of each previous chunk file
+    chunk_files: tuple[tuple[str, int, str], ...] = ()  # (path, rows, footer digest or "") of each previous chunk file
     reject_files: tuple[str, ...] = ()
     inputs: Mapping[str, FileReport] = field(default_factory=dict)  # source -> its report, if read whole and stamped
     id_partitions: int = 0  # how many partitions the previous id counts (``_ids/``) have (0: none, an older zerda)
@@ -127,6 +128,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({why}){_AGAINST_NOTHING}")
     entries = {entry["path"]: entry.get("bytes") for entry in listed}
     rows = {entry["path"]: entry.get("rows") for entry in listed}
+    footers = {entry["path"]: entry.get("footer") or "" for entry in listed}
     files = list(entries)
     index = [path for path in files if path.startswith(f"{INDEX_DIR}/")]
     checked = files if incremental else index  # a full run reads only the previous index: list only that
@@ -134,7 +136,9 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
     missing = [path for path in checked if path not in present or _resized(entries[path], present[path])]
     missing += [path for path in files if path.startswith(f"{PARTITION_COLUMN}=") and not _count(rows[path])]
-    chunk_files = tuple((path, n) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n))
+    chunk_files = tuple(
+        (path, n, footers[path]) for path, n in rows.items() if path.startswith(f"{PARTITION_COLUMN}=") and _count(n)
+    )
     rejects = tuple(fs.unstrip_protocol(f"{root}/{path}") for path in files if path.startswith(f"{REJECTS_DIR}/"))
     return judge_previous(
         manifest, fs.unstrip_protocol(root), index, missing, chunk_files, rejects, fingerprint, incremental
@@ -146,7 +150,7 @@ def judge_previous(
     root: str,
     index: Sequence[str],
     missing: Sequence[str],
-    chunk_files: tuple[tuple[str, int], ...],
+    chunk_files: tuple[tuple[str, int, str], ...],
     rejects: tuple[str, ...],
     fingerprint: str,
     incremental: bool,
@@ -175,11 +179,12 @@ def judge_previous(
     if carry:
         try:
             fs, _ = url_to_fs(root)
-            inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects))
-        except (OSError, pa.ArrowException) as err:  # read whole, yet no Parquet: damaged in place, its size kept
+            recorded = {f"{root}/{e['path']}": e["footer"] for e in manifest.files or () if e.get("footer")}
+            inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects, recorded))
+        except (OSError, pa.ArrowException, FooterChanged) as err:  # damaged in place, or another file of its size
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
     documents = manifest.counts.get("documents_chunked")
-    footers = {entry["path"]: entry["footer"] for entry in manifest.files or () if entry.get("footer")}
+    footers = {e["path"]: e["footer"] for e in manifest.files or () if e.get("footer") and read_by_slices(e["path"])}
     return Previous(
         carry,
         reason,
@@ -246,12 +251,18 @@ def without_carry(previous: Previous, why: str) -> Previous:
     return replace(previous, carry=False, reason=f"full run: {why}", inputs={})
 
 
-def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str]) -> set[str]:
+def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str], footers: Mapping[str, str]) -> set[str]:
     """The sources of the previous ``chunker_error`` rejects: such an error may be the worker's (a MemoryError),
-    not the file's, and a full run tries the document again, so its file is read again, not carried."""
+    not the file's, and a full run tries the document again, so its file is read again, not carried. Each reject
+    file, read whole here, must have the footer whose digest the manifest records (``footers``, by URL), if any:
+    the rejects of the files not read again are carried from these files."""
     sources: set[str] = set()
     for url in reject_files:
-        table = pq.read_table(pa.BufferReader(_read_bytes(fs, url)), columns=["source", "reason"])
+        data = _read_bytes(fs, url)
+        if footers.get(url) and footer_digest(io.BytesIO(data)) != footers[url]:
+            name = f"{REJECTS_DIR}/{posixpath.basename(url)}"
+            raise FooterChanged(f"{name}: its footer is not the one committed: another file put in its place")
+        table = pq.read_table(pa.BufferReader(data), columns=["source", "reason"])
         sources.update(table.filter(pc.equal(table.column("reason"), "chunker_error")).column("source").to_pylist())
     return sources
 
@@ -363,7 +374,7 @@ def _index_failure(path: str, error: BaseException) -> Exception:
     run against no index would list no removed chunk, and downstream would keep them."""
     kind = fault_kind(error)
     if kind == "data":
-        return RuntimeError(f"{UNREADABLE_INDEX}: {path} ({_why(error)})")
+        return PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} ({_why(error)})")
     return EnvironmentFault(
         f"cannot read the previous output's {path}, not for its content ({kind} fault): {_why(error)}"
     )

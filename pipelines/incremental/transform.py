@@ -13,11 +13,10 @@ import apache_beam as beam
 from pipelines.chunking import ChunkDocuments
 from pipelines.incremental.carry import (
     _batches,
+    _CarryChunkFile,
     _CarryFiles,
-    _CarryRows,
     _decoded_batch,
     _encoded_batch,
-    _KeepUntouched,
 )
 from pipelines.incremental.classify import _Classify
 from pipelines.incremental.compare import _add_changes, _ComparePartition, _CountIds, _index_row
@@ -168,18 +167,18 @@ class ChunkIncrementally(beam.PTransform):
         return listing_folder(self._output, self._run_id, name)
 
     def _carry(self, dropped: beam.PCollection, written: beam.PCollection, output: str) -> beam.PCollection:
-        """The chunk files of the run: ``written``, the previous files that hold a changed or removed document
-        rewritten without its rows (one task per file), and the other previous files kept, unread."""
+        """The chunk files of the run: ``written``, and each previous file kept, unread, or rewritten without the
+        rows of the changed and removed documents in it (one task per file: a file and the documents leaving it
+        meet by its path)."""
         previous, compression = self._previous, self._settings.compression
-        touched = dropped | "ByChunkFile" >> beam.GroupByKey()
-        rewritten = touched | "CarryRows" >> beam.ParDo(_CarryRows(previous.root, output, self._run_id, compression))
-        kept = (
+        files = (
             written.pipeline
             | "PreviousChunkFiles" >> Listed(previous.chunk_files, self._listing("previous"), list, tuple)
-            | "KeepUntouched"
-            >> beam.ParDo(_KeepUntouched(previous.root), beam.pvalue.AsList(touched | "TouchedFiles" >> beam.Keys()))
+            | "ByPath" >> beam.Map(lambda entry: (entry[0], tuple(entry)))
         )
-        return (written, rewritten, kept) | "AllChunkFiles" >> beam.Flatten()
+        carried = {"leaving": dropped, "file": files} | "ChunkFileAndLeaving" >> beam.CoGroupByKey()
+        carry = _CarryChunkFile(previous.root, output, self._run_id, compression)
+        return (written, carried | "CarryChunkFiles" >> beam.ParDo(carry)) | "AllChunkFiles" >> beam.Flatten()
 
     def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
         """The manifest PCollection with the run's change counts added (``changes``)."""

@@ -19,6 +19,7 @@ change what OUTPUT is: before the retraction or after it, before each move, befo
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,7 @@ from pipelines.output.manifest import FOOTER_THREADS, Manifest, write_files_tabl
 from pipelines.output.ownership import dataset_files, staged_as
 from pipelines.output.write import (
     _MOVE_THREADS,
+    CommitStopped,
     StagedFile,
     _check_running,
     _filesystem,
@@ -97,17 +99,19 @@ class _BeginCommit(_CommitStep):
     ) -> Iterator[tuple[int, Move]]:
         check_publishable(manifest, [*chunk_files, *reject_files], other_files)  # before anything in OUTPUT changes
         fs, root = _filesystem(self._output)
-        fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
-        if self._run_id is not None:
-            check_held(fs, root, self._run_id)
-        to_move, moved = _pending_moves(fs, root, _final_names([*chunk_files, *reject_files, *other_files]))
-        previous = _previous_files(fs, root)
         run_id = self._run_id
-        _unless_stopped(run_id, lambda: _retract(fs, root))  # the first change: a stop is decided before or after
-        _clear_previous(fs, previous - moved)
-        _check_running(run_id)
-        for folder in sorted({posixpath.dirname(f"{root}/{final}") for _, final in to_move}):
-            fs.makedirs(folder, exist_ok=True)
+        with said_of_output("could not begin", "OUTPUT is as it was"):
+            fs.invalidate_cache()  # object-store listings cached in this process may predate the workers' writes
+            if run_id is not None:
+                check_held(fs, root, run_id)
+            to_move, moved = _pending_moves(fs, root, _final_names([*chunk_files, *reject_files, *other_files]))
+            previous = _previous_files(fs, root)
+        with said_of_output("failed midway", INCOMPLETE):
+            _unless_stopped(run_id, lambda: _retract(fs, root))  # the first change: a stop is decided before or after
+            _clear_previous(fs, previous - moved)
+            _check_running(run_id)
+            for folder in sorted({posixpath.dirname(f"{root}/{final}") for _, final in to_move}):
+                fs.makedirs(folder, exist_ok=True)
         for n, move in enumerate(to_move):
             yield n // _MOVES_PER_TASK, move
 
@@ -120,7 +124,7 @@ class _MoveStaged(_CommitStep):
 
     def process(self, task: tuple[int, Iterable[Move]]) -> Iterator[str]:
         moves = list(task[1])
-        with ThreadPoolExecutor(_MOVE_THREADS) as pool:
+        with said_of_output("failed midway", INCOMPLETE), ThreadPoolExecutor(_MOVE_THREADS) as pool:
             list(pool.map(self._move, moves))
         for _, final in moves:
             yield final
@@ -148,15 +152,37 @@ class _FinishCommit(_CommitStep):
         moved: list[str],  # every move done: the side input that orders this step after them
     ) -> Iterator[dict[str, Any]]:
         fs, root = _filesystem(self._output)
-        fs.invalidate_cache()
-        plan = _final_names([*chunk_files, *reject_files, *other_files])
-        committed = _committed_entries(fs, root, plan)
-        runs = _staging_folders(root, plan)
-        _remove(fs, [path for run in runs for path in _staged_files(fs, run)], recursive=True)
-        final = _unless_stopped(self._run_id, lambda: _publish(fs, root, committed, manifest))  # the last change
+        with said_of_output("failed midway", INCOMPLETE):
+            fs.invalidate_cache()
+            plan = _final_names([*chunk_files, *reject_files, *other_files])
+            committed = _committed_entries(fs, root, plan)
+            runs = _staging_folders(root, plan)
+            _remove(fs, [path for run in runs for path in _staged_files(fs, run)], recursive=True)
+            final = _unless_stopped(self._run_id, lambda: _publish(fs, root, committed, manifest))  # the last change
         _remove(fs, runs, recursive=True)  # its listings, which a runner restarting the steps before reads again
         _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
         yield final
+
+
+INCOMPLETE = (
+    f"OUTPUT is incomplete (no {SUCCESS_FILE}: do not read it); the next run replaces it whole (an --incremental"
+    " one runs in full)"
+)
+
+
+@contextlib.contextmanager
+def said_of_output(what: str, state: str) -> Iterator[None]:
+    """A storage error in the commit's steps (a full disk, a store that stays down) as a :class:`CommitError`: one
+    line naming the error and what OUTPUT holds, ``state``, rather than the traceback around it. A commit's own
+    refusal (a file it did not stage, one cut short once moved) says what OUTPUT holds too."""
+    try:
+        yield
+    except CommitStopped:
+        raise
+    except CommitError as err:
+        raise CommitError(f"{err}: {state}") from err
+    except OSError as err:
+        raise CommitError(f"the commit {what} ({type(err).__name__}: {err}): {state}") from err
 
 
 def _final_names(staged: list[StagedFile]) -> Plan:
@@ -214,7 +240,8 @@ def _clear_previous(fs: AbstractFileSystem, previous: Iterable[str]) -> None:
 
 
 def _committed_entries(fs: AbstractFileSystem, root: str, plan: Plan) -> list[dict[str, Any]]:
-    """Each committed file's manifest entry (path, the rows counted as it was written, its listed bytes), after
+    """Each committed file's manifest entry (path, the rows counted as it was written, its listed bytes, the digest
+    of its footer as it was written or as the launch found it recorded, for a kept file), after
     one listing of OUTPUT finds it there with the size it was written with (not a file cut short in staging
     or by its copy): no file is read again."""
     listed = {posixpath.relpath(path, root): info.get("size") for path, info in fs.find(root, detail=True).items()}
@@ -224,7 +251,9 @@ def _committed_entries(fs: AbstractFileSystem, root: str, plan: Plan) -> list[di
         if size is None or (staged.bytes and size != staged.bytes):
             found = "is missing" if size is None else f"holds {size:,} bytes, not the {staged.bytes:,} written"
             raise CommitError(f"committed file {final} {found}; no {SUCCESS_FILE} written")
-        entries.append({"path": final, "rows": staged.rows, "bytes": size})
+        entries.append(
+            {"path": final, "rows": staged.rows, "bytes": size, **({"footer": staged.footer} if staged.footer else {})}
+        )
     return entries
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import apache_beam as beam
 from fsspec.core import url_to_fs
 
-from pipelines.errors import ManifestError, OutputError
+from pipelines.errors import ManifestError, OutputError, PreviousUnreadable
 from pipelines.incremental.carry import rows_staying
 from pipelines.incremental.previous import (
     _AGAINST_NOTHING,
@@ -92,7 +92,7 @@ def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool
     present = {posixpath.relpath(path, root): info.get("size") for path, info in listed.items()}
     missing = [path for path in index if path not in present or _resized(entries[path], present[path])]
     sizes = _snapshot_files(table, snapshot.snapshot_id, target.chunks_location)
-    chunk_files = tuple((path, rows) for path, (rows, _) in sizes.items())
+    chunk_files = tuple((path, rows, "") for path, (rows, _) in sizes.items())  # its data files: no footer digest
     if incremental:  # a data file gone or changed by hand: carrying would name it again
         missing += _changed_data_files(target.chunks_location, sizes)
     rejects = _rejects_files(catalog.load_table(target.rejects_name), snapshot.summary)
@@ -193,10 +193,10 @@ class _CarryDataFile(beam.DoFn):
         name, grouped = element
         leaving, files = list(grouped["leaving"]), list(grouped["file"])
         if not files:  # the index names a file the snapshot does not hold: it is not this snapshot's index
-            raise RuntimeError(
+            raise PreviousUnreadable(
                 f"{UNREADABLE_INDEX}: it names data file {name}, which the table's snapshot does not hold"
             )
-        ((path, rows),) = files
+        ((path, rows, _),) = files
         if not leaving:
             yield StagedFile(posixpath.dirname(name), path, rows, kept=True)
             return

@@ -239,13 +239,21 @@ def footer_digest(f: BinaryIO) -> str:
     return hashlib.blake2b(f.read(length + 8), digest_size=16).hexdigest()
 
 
+def written_footer_digest(metadata: Any) -> str:
+    """:func:`footer_digest` of a Parquet file as its writer closed it, from the writer's footer
+    (``pyarrow.parquet.FileMetaData``, whose serialized form is the file's footer): no read of the file."""
+    serialized = metadata.__reduce__()[1][0]
+    footer = serialized.to_pybytes() if hasattr(serialized, "to_pybytes") else bytes(serialized)
+    return hashlib.blake2b(footer + len(footer).to_bytes(4, "little") + b"PAR1", digest_size=16).hexdigest()
+
+
 def write_files_table(fs: AbstractFileSystem, root: str, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes) by path, with page checksums,
-    and the footer digest of each index and id-count file (one small read each: as many as their partitions);
-    returns its own entry, which the manifest records as ``output.files_table``."""
+    """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes, footer) by path, with page
+    checksums; an index or id-count file given without its footer digest is read for it (one small read each:
+    as many as their partitions). Returns its own entry, which the manifest records as ``output.files_table``."""
 
     def digested(entry: Mapping[str, Any]) -> Mapping[str, Any]:
-        if not read_by_slices(entry["path"]):
+        if entry.get("footer") or not read_by_slices(entry["path"]):
             return entry
         with fs.open(posixpath.join(root, entry["path"]), "rb") as f:
             return {**entry, "footer": footer_digest(f)}

@@ -99,8 +99,9 @@ INPUTS_SCHEMA = pa.schema(
         _required("stamp", pa.string()),
     ]
 )
-# ``footer``: the digest of an index or id-count file's footer (see pipelines.output.manifest.footer_digest), null
-# for other files and in outputs written before it was recorded.
+# ``footer``: the digest of the file's footer (see pipelines.output.manifest.footer_digest): of every file a directory
+# output commits, of the index and id-count files of a table's side folder; null in outputs written before it was
+# recorded.
 FILES_SCHEMA = pa.schema(
     [
         _required("path", pa.string()),

@@ -64,7 +64,8 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from pipelines.errors import CommitError, OutputError
+from pipelines.errors import CommitError, OutputError, StagingFault
+from pipelines.input.source import fault_kind
 from pipelines.output.build_manifest import check_accounting, input_rows
 from pipelines.output.identity import refuse_nested_output
 from pipelines.output.layout import (
@@ -78,10 +79,11 @@ from pipelines.output.layout import (
     SUCCESS_FILE,
 )
 from pipelines.output.lease import LEASE_FILE, Lease, best_effort, dead_staging
-from pipelines.output.manifest import Manifest, folder_rows
+from pipelines.output.manifest import Manifest, folder_rows, written_footer_digest
 from pipelines.output.ownership import STAGED_KEY, dataset_files, is_dataset_entry
 from pipelines.output.schema import CHUNK_SCHEMA, INPUTS_SCHEMA, REJECT_SCHEMA, REPEATED_COLUMNS
 from pipelines.records import Reject
+from pipelines.redact import redact_url
 
 log = logging.getLogger("zerda")
 
@@ -101,6 +103,7 @@ class StagedFile:
     rows: int
     bytes: int = 0  # the size it was written with (0 for a kept file: its manifest entry has it)
     written_as: str = ""  # the staged path in the file's footer when it is not ``path`` (a file kept whole)
+    footer: str = ""  # the digest of its footer (``manifest.footer_digest``), recorded in the table of files
     kept: bool = False  # a previous run's committed file that stays where it is (``path``): never moved or deleted
     final: str = ""  # the committed path when it is not the staged name (a rewritten previous file keeps its own)
 
@@ -272,6 +275,10 @@ class _StageParquet(beam.DoFn):
         self._open: dict[str, _OpenPart] = {}
 
     def process(self, rows: list[Mapping[str, Any]]):
+        with _staging_writes(self._output):
+            yield from self._stage(rows)
+
+    def _stage(self, rows: list[Mapping[str, Any]]):
         for directory, in_directory in itertools.groupby(rows, key=self._directory_of):
             element = list(in_directory)
             part = self._open.get(directory)
@@ -300,8 +307,9 @@ class _StageParquet(beam.DoFn):
         return part.size + rows > self._max_rows or (key != part.key and part.size >= self._max_rows // 2)
 
     def finish_bundle(self):
-        for directory in list(self._open):
-            yield GlobalWindows.windowed_value_at_end_of_window(self._close(directory))
+        with _staging_writes(self._output):
+            for directory in list(self._open):
+                yield GlobalWindows.windowed_value_at_end_of_window(self._close(directory))
 
     def teardown(self) -> None:
         for part in getattr(self, "_open", {}).values():  # a failed bundle: its files are never committed
@@ -341,7 +349,8 @@ class _StageParquet(beam.DoFn):
         if part.buffer or part.writer is None:
             self._flush(directory, part)
         size = part.close()
-        return StagedFile(directory, part.relative, part.rows, size)
+        footer = written_footer_digest(part.writer.writer.metadata) if part.writer is not None else ""
+        return StagedFile(directory, part.relative, part.rows, size, footer=footer)
 
 
 _ROW_GROUP_ROWS = 5_000  # rows held per open file before they are written out: bounds memory
@@ -515,9 +524,29 @@ def stage_table(
     folder: str | None = None,
 ) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
-    fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
-    _, size = write_parquet(fs, path, relative, table, compression, row_group_size)
-    return StagedFile(directory, relative, table.num_rows, size)
+    with _staging_writes(output):
+        fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
+        metadata, size = write_parquet(fs, path, relative, table, compression, row_group_size)
+    return StagedFile(directory, relative, table.num_rows, size, footer=written_footer_digest(metadata))
+
+
+@contextlib.contextmanager
+def _staging_writes(output: str) -> Iterator[None]:
+    """A write into the run's staging that fails for the storage's reason, not a passing one (a full disk, a
+    quota, a read-only or denied folder: :func:`~pipelines.input.source.fault_kind`), as one line saying OUTPUT
+    is as it was (nothing of it changes before the commit), not the traceback around it. A passing error (a lost
+    connection) is raised as it is, for the runner to retry."""
+    try:
+        yield
+    except StagingFault:
+        raise
+    except OSError as err:
+        if fault_kind(err) != "environment":
+            raise
+        where = redact_url(output.removeprefix("file://"))
+        raise StagingFault(
+            f"writing this run's files into {where} failed ({type(err).__name__}: {err}): OUTPUT is as it was"
+        ) from err
 
 
 def write_parquet(

@@ -3,8 +3,9 @@
 A run checks what it commits from the files' footers (rows, the staged path), and an incremental run keeps the
 previous chunk files where they are, reading only their footers: a byte flipped inside a page (a bad sector, a
 copy gone wrong) keeps the size and the footer, and nothing would see it. Here every chunk and reject file the
-manifest lists is decoded whole with each page's CRC checked (zerda writes one per page), its rows and size
-compared with the manifest's entry, and the rows of each folder with the manifest's counts.
+manifest lists is decoded whole with each page's CRC checked (zerda writes one per page), its rows, size and
+footer (its digest, which no page CRC covers: another file put in its place) compared with the manifest's entry,
+and the rows of each folder with the manifest's counts.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import OutputError
 from pipelines.output.layout import CHANGES_DIR, FILES_TABLE, IDS_DIR, INDEX_DIR, MANIFEST_DIR, MANIFEST_FILE
-from pipelines.output.manifest import Manifest, folder_rows
+from pipelines.output.manifest import Manifest, folder_rows, footer_digest
 from pipelines.output.ownership import dataset_files
 from pipelines.redact import bounded
 from pipelines.report.scan import open_output, reading_output
@@ -72,6 +73,8 @@ def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, An
         with fs.open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)  # known from opening it: no request of its own on an object store
             f.seek(0)
+            footer = footer_digest(f) if entry.get("footer") else None
+            f.seek(0)
             parquet = pq.ParquetFile(f, page_checksum_verification=True)
             read = sum(batch.num_rows for batch in parquet.iter_batches(batch_size=_BATCH_ROWS))
     except FileNotFoundError:
@@ -82,6 +85,8 @@ def _read_whole(fs: fsspec.AbstractFileSystem, path: str, entry: Mapping[str, An
         return read, f"{size:,} bytes, the manifest says {entry['bytes']:,}"
     if entry.get("rows") is not None and read != entry["rows"]:
         return read, f"{read:,} rows, the manifest says {entry['rows']:,}"
+    if footer is not None and footer != entry["footer"]:  # whole pages, the size and rows: another file in its place
+        return read, "its footer is not the one committed (another file put in its place, or changed in place)"
     return read, None
 
 
