@@ -258,8 +258,10 @@ def test_a_denied_read_fails_the_job_local_or_remote(
         raise error
 
     monkeypatch.setattr(source, "_open", denied)
-    with pytest.raises(EnvironmentFault, match=r"Access Denied|Permission denied"):
+    with pytest.raises(EnvironmentFault, match=r"Access Denied|Permission denied") as raised:
         list(read_file(InputFile("s3://bucket/a.jsonl", "a.jsonl"), InputSettings()))
+    assert "(permission denied: the worker's user may not read it)" in str(raised.value)
+    assert "temp disk" not in str(raised.value)  # not the worker's disk or memory: said so, it misled
 
 
 @pytest.mark.parametrize("workers", [[], MULTI_PROCESS], ids=["in-memory", "2-worker-processes"])

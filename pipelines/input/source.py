@@ -58,6 +58,9 @@ _ENVIRONMENT_ERRNOS = _TRANSIENT_ERRNOS | frozenset(
 )
 
 
+_DENIED_ERRNOS = frozenset(getattr(errno, name) for name in ("EACCES", "EPERM") if hasattr(errno, name))
+
+
 def fault_kind(error: BaseException) -> FaultKind:
     """Whose fault an error is, from its class and code and those of the errors it was raised from:
     ``transient`` (may pass if tried again), ``environment`` (the worker's: temp disk full, out of memory, a
@@ -79,11 +82,15 @@ def fault_kind(error: BaseException) -> FaultKind:
 def _raise_if_environment(error: BaseException, url: str) -> None:
     """Raise :class:`EnvironmentFault` for an error that is not ``url``'s own (see :func:`fault_kind`)."""
     kind = fault_kind(error)
-    if kind != "data":
-        raise EnvironmentFault(
-            f"reading {redact_url(url)} failed, not for its content ({kind} fault: the worker's temp disk, memory"
-            f" or storage; TMPDIR is {tempfile.gettempdir()}): {type(error).__name__}: {error}"
-        ) from error
+    if kind == "data":
+        return
+    if any(isinstance(err, PermissionError) or getattr(err, "errno", None) in _DENIED_ERRNOS for err in chain(error)):
+        why = "permission denied: the worker's user may not read it"  # the file's folder or the store said so
+    else:
+        why = f"{kind} fault: the worker's temp disk, memory or storage; TMPDIR is {tempfile.gettempdir()}"
+    raise EnvironmentFault(
+        f"reading {redact_url(url)} failed, not for its content ({why}): {type(error).__name__}: {error}"
+    ) from error
 
 
 class _OverMaxFileBytes(Exception):
