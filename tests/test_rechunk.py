@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 import zerda_core
 from pipelines.cli.rechunk import _worker_logging, main, run
 from pipelines.input.expand import sample_corpus_glob
+from pipelines.output.manifest import footer_digest
 from pipelines.report import main as report_main
 from tests.common import MULTI_PROCESS, REPO
 from tests.output_checks import assert_chunks_are_slices, read_chunks, read_manifest, source_texts
@@ -80,7 +81,14 @@ def test_a_run_without_rejects_writes_an_empty_rejects_file_the_documented_query
     assert [c[0] for c in described] == ["source", "record", "doc_id", "reason", "message", "excerpt", "count"]
     manifest = read_manifest(output)
     (entry,) = [e for e in manifest["output"]["files"] if e["path"].startswith("_rejects/")]
-    assert entry == {"path": entry["path"], "rows": 0, "bytes": (output / entry["path"]).stat().st_size}
+    with (output / entry["path"]).open("rb") as f:
+        footer = footer_digest(f)
+    assert entry == {
+        "path": entry["path"],
+        "rows": 0,
+        "bytes": (output / entry["path"]).stat().st_size,
+        "footer": footer,
+    }
     assert sum(manifest["counts"]["rejects"].values()) == 0
 
 
