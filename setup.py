@@ -88,9 +88,9 @@ setup(
     extras_require=EXTRAS,
     entry_points={
         "console_scripts": [
-            "zerda-rechunk=pipelines.cli.rechunk:main",
-            "zerda-report=pipelines.report:main",
-            "zerda-eval=pipelines.evaluation.cli:main",
+            "zerda-rechunk=pipelines.cli.rechunk:cli",
+            "zerda-report=pipelines.report.cli:cli",
+            "zerda-eval=pipelines.evaluation.cli:cli",
         ]
     },
 )

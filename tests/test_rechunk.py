@@ -383,3 +383,22 @@ def test_a_run_that_chunks_nothing_hints_at_the_cause_of_its_not_text_rejects(
         assert hint in line
     assert (UNKNOWN_TYPE_HINT in line) == (UNKNOWN_TYPE_HINT in hints)
     assert len(line) < 600
+
+
+@pytest.mark.parametrize(("argv", "code"), [([], 0), (["--input", "nothing-here/*.jsonl"], 2)], ids=["run", "usage"])
+def test_the_command_leaves_without_the_interpreters_teardown(argv: list[str], code: int, tmp_path: Path) -> None:
+    """Arrow's thread pools, torn down at interpreter exit, abort a process now and then after a committed run
+    (exit 134: a scheduler counts it failed): ``zerda-rechunk`` ends its process once its work is done, with
+    its exit code and its streams flushed, and no teardown (an ``atexit`` hook stands for it) runs."""
+    script = (
+        "import atexit, sys; atexit.register(lambda: print('teardown ran')); print('before the run');"
+        " from pipelines.cli.rechunk import cli; cli(sys.argv[1:])"
+    )
+    output = tmp_path / "out"
+    command = [sys.executable, "-c", script, "--input", str(REPO / "tests/data"), "--output", str(output), *argv]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert "before the run" in done.stdout and "teardown ran" not in done.stdout
+    assert (output / "_SUCCESS").exists() == (code == 0)
+    if code:
+        assert done.stderr.strip().splitlines()[-1].startswith("zerda: error: input"), done.stderr

@@ -49,6 +49,7 @@ from pipelines import redact
 from pipelines.chunking import ChunkDocuments
 from pipelines.cli.endpoints import check_endpoint, job_failure
 from pipelines.cli.options import Once, new_pipeline, non_empty, parse_arguments, seconds
+from pipelines.cli.process_exit import command
 from pipelines.cli.summary import render_summary
 from pipelines.cli.worker_log import worker_environment
 from pipelines.errors import InputError, JobError, OutputError, SettingsError, UsageError, explained_line
@@ -603,5 +604,7 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     logging.getLogger("pipelines").setLevel(level)
 
 
+cli = command(main)  # zerda-rechunk
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

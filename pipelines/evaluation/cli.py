@@ -22,6 +22,7 @@ import fsspec
 import pipelines.cli.quiet_beam  # noqa: F401  (first: the readers import Beam, whose import logs a warning)
 import zerda_core
 from pipelines.cli.options import raise_on_error
+from pipelines.cli.process_exit import command
 from pipelines.errors import InputError, SettingsError, UsageError
 from pipelines.evaluation.evaluate import chunk_pool, evaluate, stderr_progress
 from pipelines.evaluation.metrics import RESAMPLES
@@ -230,5 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+cli = command(main)  # zerda-eval
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

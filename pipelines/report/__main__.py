@@ -1,7 +1,5 @@
 """``python -m pipelines.report``."""
 
-import sys
+from pipelines.report.cli import cli
 
-from pipelines.report.cli import main
-
-sys.exit(main())
+cli()

@@ -17,6 +17,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 import zerda_core
+from pipelines.cli.process_exit import command
 from pipelines.errors import OutputError
 from pipelines.output.identity import local_paths_below, relative_to
 from pipelines.output.layout import ORPHAN_HOURS
@@ -175,3 +176,6 @@ def _refuse_html_target(html: str, output: str, force: bool) -> str | None:
     if f'<meta name="generator" content="{GENERATOR}">' in head or "<title>zerda report · " in head:
         return None
     return f"--html {html} exists and is not a zerda report: give a new path, or --force to overwrite it"
+
+
+cli = command(main)  # zerda-report
