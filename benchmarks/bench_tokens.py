@@ -45,8 +45,8 @@ def main() -> None:
     per_token = sum(map(len, texts)) / tokens
     token_sizes = {k: round(v / per_token) for k, v in CHARACTER_SIZES.items()}
     chunkers = {
-        "characters": AdaptiveChunker(ChunkConfig.from_sizes(**CHARACTER_SIZES)),
-        "tokens": AdaptiveChunker(ChunkConfig.from_sizes(size_unit="tokens", tokenizer=LLAMA, **token_sizes)),
+        "characters": AdaptiveChunker(ChunkConfig(**CHARACTER_SIZES)),
+        "tokens": AdaptiveChunker(ChunkConfig(size_unit="tokens", tokenizer=LLAMA, **token_sizes)),
     }
     seconds: dict[str, list[float]] = {name: [] for name in [*chunkers, "tokenizer alone"]}
     for rep in range(args.reps):

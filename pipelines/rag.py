@@ -1,7 +1,7 @@
 """ZerdaChunker: zerda's chunker for Beam's own RAG ingestion (``apache_beam.ml.rag``).
 
     MLTransform(write_artifact_location=TMP).with_transform(
-        ZerdaChunker(ChunkConfig(adaptive_max_size=800), document_field="body", metadata_fields=["title"])
+        ZerdaChunker(ChunkConfig(max_size=800), document_field="body", metadata_fields=["title"])
     )
 
 takes dicts or ``beam.Row``s (the text in ``document_field``, default ``text``; optional ``id``/``doc_id``

@@ -115,36 +115,41 @@ class _Section:
         return []
 
 
+_LIBRARY = ChunkConfig()  # the library's defaults are the YAML's
+
+
 @dataclass(frozen=True)
 class ChunkingSettings(_Section):
     """How documents are cut; the sizes become zerda_core's ``ChunkConfig``."""
 
     SECTION: ClassVar[str] = "chunking"
-    base_size: int = _setting(512, SIZE, "Target chunk size (in `size_unit`) at neutral density.")
-    min_size: int = _setting(100, SIZE, "Target size for the densest text (density 1).")
-    max_size: int = _setting(1500, SIZE, "Target size for the most narrative text (density 0).")
-    overlap: int = _setting(128, LENGTH, "Characters (or tokens) carried from one chunk into the next.")
+    base_size: int = _setting(_LIBRARY.base_size, SIZE, "Target chunk size (in `size_unit`) at neutral density.")
+    min_size: int = _setting(_LIBRARY.min_size, SIZE, "Target size for the densest text (density 1).")
+    max_size: int = _setting(_LIBRARY.max_size, SIZE, "Target size for the most narrative text (density 0).")
+    overlap: int = _setting(_LIBRARY.overlap, LENGTH, "Characters (or tokens) carried from one chunk into the next.")
     technical_threshold: float = _setting(
-        0.5, UNIT_INTERVAL, "Kept as in the reference API; density is continuous, so it does not move the cuts."
+        _LIBRARY.technical_threshold,
+        UNIT_INTERVAL,
+        "Kept as in the reference API; density is continuous, so it does not move the cuts.",
     )
     min_chunk_size: int = _setting(
-        100,
+        _LIBRARY.min_chunk_size,
         LENGTH,
         "Documents shorter than this (in characters) are rejected; shorter tails join the chunk before.",
     )
     language: str = _setting("auto", NAME, "Language stored with each chunk; `auto` resolves it per document.")
     density_scope: str = _setting(
-        "document",
+        _LIBRARY.density_scope,
         _one_of(*DENSITY_SCOPES),
         "`document`: one density and target per document; `section`: the paragraphs around each chunk set its target.",
     )
     size_unit: str = _setting(
-        "characters",
+        _LIBRARY.size_unit,
         _one_of(*SIZE_UNITS),
         "Unit of base/min/max size and overlap; `tokens` counts `tokenizer`'s tokens, a hard bound per chunk.",
     )
     tokenizer: str | None = _setting(
-        None,
+        _LIBRARY.tokenizer,
         OPTIONAL_NAME,
         "With `size_unit: tokens`: a `tokenizer.json` path, or `package:NAME/PATH` for one a package ships.",
     )
@@ -161,17 +166,7 @@ class ChunkingSettings(_Section):
 
     def chunk_config(self) -> ChunkConfig:
         """The library's chunking config for these settings."""
-        return ChunkConfig.from_sizes(
-            base_size=self.base_size,
-            min_size=self.min_size,
-            max_size=self.max_size,
-            overlap=self.overlap,
-            technical_threshold=self.technical_threshold,
-            min_chunk_size=self.min_chunk_size,
-            density_scope=self.density_scope,
-            size_unit=self.size_unit,
-            tokenizer=self.tokenizer,
-        )
+        return ChunkConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ChunkConfig)})
 
     def chunker(self) -> AdaptiveChunker:
         """The chunker these settings describe (logs the library's warning when ``min_size > max_size``)."""
@@ -189,18 +184,16 @@ class ChunkingSettings(_Section):
 def as_chunking_settings(chunking: ChunkingSettings | ChunkConfig | None) -> ChunkingSettings:
     """The chunking settings given as the YAML section or as the library's ``ChunkConfig`` (``None``: defaults).
 
-    The one conversion from ``ChunkConfig``, so Beam transforms take the spelling the library documents:
-    its ``adaptive_X`` is ``X`` here (the names ``ChunkConfig.from_sizes`` maps), every other name is the
-    same. ``language`` is not part of ``ChunkConfig`` (``AdaptiveChunker`` takes it apart), so it is
-    ``auto``, as for ``AdaptiveChunker(config)``; a fixed language needs ``ChunkingSettings``.
+    ``ChunkConfig`` and this section share their names; ``language`` is not part of ``ChunkConfig``
+    (``AdaptiveChunker`` takes it apart), so it is ``auto``, as for ``AdaptiveChunker(config)``; a fixed
+    language needs ``ChunkingSettings``.
     """
     if chunking is None:
         return ChunkingSettings()
     if isinstance(chunking, ChunkingSettings):
         return chunking
     if isinstance(chunking, ChunkConfig):
-        values = {f.name.removeprefix("adaptive_"): getattr(chunking, f.name) for f in dataclasses.fields(chunking)}
-        return ChunkingSettings(**values)
+        return ChunkingSettings(**dataclasses.asdict(chunking))
     raise TypeError(f"chunking must be a ChunkingSettings or a zerda_core ChunkConfig, got {type(chunking).__name__}")
 
 

@@ -218,7 +218,7 @@ def test_settings_are_checked_when_the_transform_is_built(caplog: pytest.LogCapt
 
 
 def test_the_librarys_chunk_config_gives_the_same_chunks_as_the_yaml_section() -> None:
-    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    config = ChunkConfig(min_size=80, max_size=600, overlap=40)
     texts = [PROSE, CODE, ARABIC]
     expected = [repr(c) for t in texts for c in SETTINGS.chunker().chunk(t, content_id(t))]
     assert expected and all("'density'" in row for row in expected)

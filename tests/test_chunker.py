@@ -52,6 +52,25 @@ def test_reference_technical_example_config_takes_precedence() -> None:
     assert_chunk_contract(chunker, read("guide.md"), chunks)
 
 
+def test_the_reference_names_are_the_short_names_by_another_spelling() -> None:
+    spec = ChunkConfig(
+        adaptive_min_size=80, adaptive_max_size=800, adaptive_base_size=300, adaptive_technical_threshold=0.7
+    )
+    short = ChunkConfig(min_size=80, max_size=800, base_size=300, technical_threshold=0.7)
+    assert spec == short and hash(spec) == hash(short)
+    assert (spec.adaptive_min_size, spec.adaptive_max_size, spec.adaptive_base_size) == (80, 800, 300)
+    assert spec.adaptive_technical_threshold == 0.7
+    assert AdaptiveChunker(spec).chunk(read("guide.md")) == AdaptiveChunker(
+        min_size=80, max_size=800, base_size=300
+    ).chunk(read("guide.md"))
+    with pytest.raises(TypeError, match="min_size and adaptive_min_size, two names for one setting"):
+        ChunkConfig(min_size=50, adaptive_min_size=80)
+    with pytest.raises(TypeError, match="adaptive_overlap"):
+        ChunkConfig(adaptive_overlap=3)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=r"ChunkConfig\.min_size must be"):
+        ChunkConfig(adaptive_min_size=0)
+
+
 def test_reference_density_examples_order() -> None:
     code_text = "def fibonacci(n): return n if n <= 1 else fibonacci(n-1) + fibonacci(n-2)"
     prose_text = "Once upon a time in a land far away there lived a young princess."
@@ -169,7 +188,7 @@ def test_word_longer_than_target_is_cut_at_characters() -> None:
 def test_short_tail_joins_previous_chunk() -> None:
     body = " ".join(f"Sentence number {i} is here." for i in range(40))
     text = body + " Tail."
-    chunker = AdaptiveChunker(ChunkConfig(adaptive_min_size=200, adaptive_max_size=200, overlap=0, min_chunk_size=50))
+    chunker = AdaptiveChunker(ChunkConfig(min_size=200, max_size=200, overlap=0, min_chunk_size=50))
     chunks = chunker.chunk(text)
     assert chunks[-1].text.endswith("Tail.")
     assert len(chunks[-1].text) > len("Tail.") + 50
@@ -209,7 +228,7 @@ def test_chunk_documents_accepts_documents_and_dicts() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("adaptive_min_size", 0), ("adaptive_max_size", -5), ("overlap", -1), ("adaptive_technical_threshold", 1.5)],
+    [("min_size", 0), ("max_size", -5), ("overlap", -1), ("technical_threshold", 1.5)],
 )
 def test_invalid_config_is_a_clear_value_error(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):

@@ -73,8 +73,8 @@ def chunk_configs(lowest: int, highest: int, unit: str = "characters", tokenizer
     """Random sizes from ``lowest`` (min_size) up to ``highest`` x 2.5 (max_size), overlap up to ``highest`` x 0.75."""
     return st.builds(
         lambda lo, span, overlap, min_chunk, scope: ChunkConfig(
-            adaptive_min_size=lo,
-            adaptive_max_size=lo + span,
+            min_size=lo,
+            max_size=lo + span,
             overlap=overlap,
             min_chunk_size=min_chunk,
             density_scope=scope,
@@ -120,9 +120,7 @@ _SECTION_BREAK_TEXT = (
 
 
 def test_a_chunk_starting_in_the_overlap_before_a_section_break_still_advances() -> None:
-    config = ChunkConfig(
-        adaptive_min_size=155, adaptive_max_size=323, overlap=155, min_chunk_size=0, density_scope="section"
-    )
+    config = ChunkConfig(min_size=155, max_size=323, overlap=155, min_chunk_size=0, density_scope="section")
     chunker = AdaptiveChunker(config)
     assert_chunk_contract(chunker, _SECTION_BREAK_TEXT, chunker.chunk(_SECTION_BREAK_TEXT, doc_id="d", source="s"))
 

@@ -138,7 +138,7 @@ def _content_and_metadata(chunk: Any) -> tuple[str, str | None, int, int]:
 def test_zerda_chunker_embeds_the_rendered_text_and_keeps_the_slice_in_metadata(
     tmp_path: Path, template: str | None
 ) -> None:
-    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    config = ChunkConfig(min_size=80, max_size=600, overlap=40)
     chunker = ZerdaChunker(config, embed_text=template)
     with BeamTestPipeline() as pipeline:
         chunks = (

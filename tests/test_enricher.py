@@ -13,7 +13,7 @@ ARABIC = "يعيش الثعلب في الصحراء الكبرى ويحفر جح
 
 
 def chunks_of(text: str, doc_id: str = "d"):
-    chunker = AdaptiveChunker(ChunkConfig(adaptive_min_size=300, adaptive_max_size=300, overlap=0))
+    chunker = AdaptiveChunker(ChunkConfig(min_size=300, max_size=300, overlap=0))
     return chunker.chunk(text, doc_id=doc_id, source="s")
 
 

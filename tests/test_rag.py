@@ -159,7 +159,7 @@ def chunked(documents: beam.PCollection, chunker: ZerdaChunker, artifacts: Path)
 
 
 def test_document_field_names_the_text_and_ids_default_to_the_librarys_stable_ids(tmp_path: Path) -> None:
-    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    config = ChunkConfig(min_size=80, max_size=600, overlap=40)
     expected = library_ids(ARTICLES, config)
     assert {doc_id for doc_id, *_ in expected} == {"prose", "ar", "short"}
     chunker = ZerdaChunker(config, document_field="body", metadata_fields=["title"])
@@ -245,7 +245,7 @@ def test_a_document_without_the_document_field_is_an_error_row_that_names_it(tmp
 
 
 def test_the_librarys_chunk_config_and_the_yaml_section_give_identical_chunks(tmp_path: Path) -> None:
-    config = ChunkConfig(adaptive_min_size=80, adaptive_max_size=600, overlap=40)
+    config = ChunkConfig(min_size=80, max_size=600, overlap=40)
     with BeamTestPipeline() as pipeline:
         documents = pipeline | beam.Create(DOCUMENTS)
         for name, chunking in (("Settings", SETTINGS), ("Config", config)):

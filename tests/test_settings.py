@@ -153,20 +153,20 @@ def test_chunk_config_carries_every_chunking_setting_and_converts_back() -> None
         }
     )
     config = ChunkConfig(
-        adaptive_base_size=300,
-        adaptive_min_size=80,
-        adaptive_max_size=800,
+        base_size=300,
+        min_size=80,
+        max_size=800,
         overlap=64,
-        adaptive_technical_threshold=0.7,
+        technical_threshold=0.7,
         min_chunk_size=50,
         density_scope="section",
         size_unit="tokens",
         tokenizer=LLAMA_TOKENIZER,
     )
-    assert all(getattr(config, f.name) != f.default for f in dataclasses.fields(ChunkConfig))
+    assert all(getattr(config, f.name) != getattr(ChunkConfig(), f.name) for f in dataclasses.fields(ChunkConfig))
     assert settings.chunking.chunk_config() == config
     assert as_chunking_settings(config) == settings.chunking
-    one = as_chunking_settings(ChunkConfig(adaptive_technical_threshold=1))
+    one = as_chunking_settings(ChunkConfig(technical_threshold=1))
     assert config_fingerprint(one) == config_fingerprint(ChunkingSettings(technical_threshold=1.0))  # 1 is 1.0
     assert as_chunking_settings(settings.chunking) is settings.chunking
     assert as_chunking_settings(None) == ChunkingSettings()
@@ -375,10 +375,7 @@ def test_min_size_above_max_size_follows_the_library_rule(
     """One rule, the reference page's: allowed, every target collapses to min_size, and a warning says so."""
     path = write(tmp_path, "chunking:\n  min_size: 2000\n  max_size: 1000\n")
     settings = load_settings(path)
-    assert (
-        settings.chunking.chunk_config().size_warning()
-        == ChunkConfig(adaptive_min_size=2000, adaptive_max_size=1000).size_warning()
-    )
+    assert settings.chunking.chunk_config().size_warning() == ChunkConfig(min_size=2000, max_size=1000).size_warning()
     with caplog.at_level(logging.WARNING):
         chunker = settings.chunking.chunker()
     assert "min_size (2000) > max_size (1000): every chunk target collapses to min_size" in caplog.text

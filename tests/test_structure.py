@@ -55,7 +55,7 @@ def test_guide_chunks_carry_their_heading_path() -> None:
 def test_rst_headings_give_nested_paths() -> None:
     structure = find_structure(RST)
     assert structure.paths == ["Guide", "Guide > Install", "Guide > Install > From source", "Guide > Usage"]
-    config = ChunkConfig(adaptive_min_size=40, adaptive_max_size=60, overlap=0, min_chunk_size=5)
+    config = ChunkConfig(min_size=40, max_size=60, overlap=0, min_chunk_size=5)
     chunks = AdaptiveChunker(config).chunk(RST)
     section_of = {line: c.metadata.extra.get("section") for c in chunks for line in c.text.splitlines()}
     assert section_of["Clone the repository, then build it."] == "Guide > Install > From source"
@@ -82,9 +82,7 @@ def test_plain_text_has_no_section_and_python_comments_inside_fences_are_not_hea
 def test_chunks_end_at_structure_once_they_have_a_good_share_of_the_target() -> None:
     text = GUIDE + "\n" + (DATA / "mixed_en_ar.md").read_text(encoding="utf-8")
     for size in (150, 250, 400):
-        chunker = AdaptiveChunker(
-            ChunkConfig(adaptive_min_size=size, adaptive_max_size=size, overlap=0, min_chunk_size=20)
-        )
+        chunker = AdaptiveChunker(ChunkConfig(min_size=size, max_size=size, overlap=0, min_chunk_size=20))
         chunks = chunker.chunk(text)
         assert_chunk_contract(chunker, text, chunks)
         for chunk in chunks[:-1]:
@@ -105,7 +103,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
     scope=st.sampled_from(["document", "section"]),
 )
 def test_a_fenced_block_that_fits_is_never_cut(text: str, size: int, overlap: int, scope: str) -> None:
-    config = ChunkConfig(adaptive_min_size=size, adaptive_max_size=size, overlap=overlap, density_scope=scope)
+    config = ChunkConfig(min_size=size, max_size=size, overlap=overlap, density_scope=scope)
     chunker = AdaptiveChunker(config)
     chunks = chunker.chunk(text)
     assert_chunk_contract(chunker, text, chunks)

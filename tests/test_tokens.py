@@ -31,7 +31,7 @@ DATA = REPO / "tests/data"
 
 
 def token_chunker(**sizes: int) -> AdaptiveChunker:
-    return AdaptiveChunker(ChunkConfig.from_sizes(size_unit="tokens", tokenizer=LLAMA_TOKENIZER, **sizes))
+    return AdaptiveChunker(ChunkConfig(size_unit="tokens", tokenizer=LLAMA_TOKENIZER, **sizes))
 
 
 @pytest.mark.parametrize("path", sorted(DATA.iterdir()), ids=lambda p: p.name)

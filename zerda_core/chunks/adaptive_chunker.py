@@ -295,7 +295,7 @@ class AdaptiveChunker(BaseChunker):
         tokenizer: str | None = None,
     ) -> None:
         if config is None:
-            config = ChunkConfig.from_sizes(
+            config = ChunkConfig(
                 base_size=base_size,
                 min_size=min_size,
                 max_size=max_size,
@@ -308,11 +308,11 @@ class AdaptiveChunker(BaseChunker):
         if not isinstance(language, str) or not language:
             raise ValueError("language must be a non-empty string such as 'auto', 'en' or 'ar'")
         self.config = config
-        self.base_size = config.adaptive_base_size
-        self.min_size = config.adaptive_min_size
-        self.max_size = config.adaptive_max_size
+        self.base_size = config.base_size
+        self.min_size = config.min_size
+        self.max_size = config.max_size
         self.overlap = config.overlap
-        self.technical_threshold = config.adaptive_technical_threshold
+        self.technical_threshold = config.technical_threshold
         self.min_chunk_size = config.min_chunk_size
         self.density_scope = config.density_scope
         self.size_unit = config.size_unit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from zerda_core.chunks.tokens import TokenCounter, load_tokenizer
 
@@ -11,14 +12,28 @@ MAX_SIZE = 2**31 - 1  # sizes and counts are stored as Arrow int32
 SIZE_UNITS = ("characters", "tokens")
 
 
-@dataclass(frozen=True)
-class ChunkConfig:
-    """Chunking settings; the ``adaptive_*`` names follow the reference page.
+# The reference page's names for four settings; ``ChunkConfig`` accepts and answers to them too.
+REFERENCE_NAMES = {
+    "adaptive_base_size": "base_size",
+    "adaptive_min_size": "min_size",
+    "adaptive_max_size": "max_size",
+    "adaptive_technical_threshold": "technical_threshold",
+}
+_DEFAULTS: dict[str, Any] = {"base_size": 512, "min_size": 100, "max_size": 1500, "technical_threshold": 0.5}
 
+
+@dataclass(frozen=True, init=False)
+class ChunkConfig:
+    """Chunking settings, in the one spelling ``AdaptiveChunker``'s keywords, ``ChunkText``,
+    ``ZerdaChunker`` and the YAML's ``chunking:`` section share.
+
+    The reference page spells four of them ``adaptive_base_size``, ``adaptive_min_size``,
+    ``adaptive_max_size`` and ``adaptive_technical_threshold``: the constructor takes those keywords
+    too and the config answers to them as read-only attributes, so the reference page's code runs.
     ``min_chunk_size`` is the size (non-whitespace-trimmed characters) under which a
     whole document is dropped and under which a final tail joins the chunk before it.
-    ``adaptive_min_size > adaptive_max_size`` is allowed, as the reference page says:
-    every target then collapses to ``adaptive_min_size``, and :meth:`size_warning` says so.
+    ``min_size > max_size`` is allowed, as the reference page says:
+    every target then collapses to ``min_size``, and :meth:`size_warning` says so.
     That is the one rule for sizes: the chunker and the pipeline's YAML settings both build a
     ``ChunkConfig``, so both check sizes here.
 
@@ -32,25 +47,87 @@ class ChunkConfig:
     ``min_chunk_size`` stays in characters in both units: it rejects near-empty documents.
     """
 
-    adaptive_base_size: int = 512
-    adaptive_min_size: int = 100
-    adaptive_max_size: int = 1500
-    overlap: int = 128
-    adaptive_technical_threshold: float = 0.5
-    min_chunk_size: int = 100
-    density_scope: str = "document"
-    size_unit: str = "characters"
-    tokenizer: str | None = None
+    base_size: int
+    min_size: int
+    max_size: int
+    overlap: int
+    technical_threshold: float
+    min_chunk_size: int
+    density_scope: str
+    size_unit: str
+    tokenizer: str | None
 
-    def __post_init__(self) -> None:
-        for name in ("adaptive_base_size", "adaptive_min_size", "adaptive_max_size"):
+    def __init__(
+        self,
+        *,
+        base_size: int = _DEFAULTS["base_size"],
+        min_size: int = _DEFAULTS["min_size"],
+        max_size: int = _DEFAULTS["max_size"],
+        overlap: int = 128,
+        technical_threshold: float = _DEFAULTS["technical_threshold"],
+        min_chunk_size: int = 100,
+        density_scope: str = "document",
+        size_unit: str = "characters",
+        tokenizer: str | None = None,
+        adaptive_base_size: int | None = None,
+        adaptive_min_size: int | None = None,
+        adaptive_max_size: int | None = None,
+        adaptive_technical_threshold: float | None = None,
+    ) -> None:
+        values: dict[str, Any] = {
+            "base_size": base_size,
+            "min_size": min_size,
+            "max_size": max_size,
+            "overlap": overlap,
+            "technical_threshold": technical_threshold,
+            "min_chunk_size": min_chunk_size,
+            "density_scope": density_scope,
+            "size_unit": size_unit,
+            "tokenizer": tokenizer,
+        }
+        given = {
+            "adaptive_base_size": adaptive_base_size,
+            "adaptive_min_size": adaptive_min_size,
+            "adaptive_max_size": adaptive_max_size,
+            "adaptive_technical_threshold": adaptive_technical_threshold,
+        }
+        for reference, value in given.items():
+            if value is None:
+                continue
+            name = REFERENCE_NAMES[reference]
+            if values[name] != _DEFAULTS[name]:
+                raise TypeError(f"ChunkConfig got {name} and {reference}, two names for one setting: give one")
+            values[name] = value
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self._check()
+
+    @property
+    def adaptive_base_size(self) -> int:
+        """``base_size``, by the reference page's name (as are the three below)."""
+        return self.base_size
+
+    @property
+    def adaptive_min_size(self) -> int:
+        return self.min_size
+
+    @property
+    def adaptive_max_size(self) -> int:
+        return self.max_size
+
+    @property
+    def adaptive_technical_threshold(self) -> float:
+        return self.technical_threshold
+
+    def _check(self) -> None:
+        for name in ("base_size", "min_size", "max_size"):
             _require(is_size(getattr(self, name), 1), name, f"an integer in [1, {MAX_SIZE}]")
         _require(is_size(self.overlap, 0), "overlap", f"an integer in [0, {MAX_SIZE}]")
         _require(is_size(self.min_chunk_size, 0), "min_chunk_size", f"an integer in [0, {MAX_SIZE}]")
-        threshold = self.adaptive_technical_threshold
+        threshold = self.technical_threshold
         _require(
             isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0,
-            "adaptive_technical_threshold",
+            "technical_threshold",
             "a number in [0, 1]",
         )
         _require(self.density_scope in DENSITY_SCOPES, "density_scope", "one of " + ", ".join(DENSITY_SCOPES))
@@ -69,40 +146,10 @@ class ChunkConfig:
         """The loaded tokenizer (cached per process) when sizes are in tokens, else ``None``."""
         return None if self.tokenizer is None else load_tokenizer(self.tokenizer)
 
-    @classmethod
-    def from_sizes(
-        cls,
-        *,
-        base_size: int = 512,
-        min_size: int = 100,
-        max_size: int = 1500,
-        overlap: int = 128,
-        technical_threshold: float = 0.5,
-        min_chunk_size: int = 100,
-        density_scope: str = "document",
-        size_unit: str = "characters",
-        tokenizer: str | None = None,
-    ) -> ChunkConfig:
-        """The config for the short names the chunker's keywords and the YAML use: the one place they map."""
-        return cls(
-            adaptive_base_size=base_size,
-            adaptive_min_size=min_size,
-            adaptive_max_size=max_size,
-            overlap=overlap,
-            adaptive_technical_threshold=technical_threshold,
-            min_chunk_size=min_chunk_size,
-            density_scope=density_scope,
-            size_unit=size_unit,
-            tokenizer=tokenizer,
-        )
-
     def size_warning(self) -> str | None:
         """What is odd but allowed about the sizes (``min_size > max_size``), or ``None``."""
-        if self.adaptive_min_size > self.adaptive_max_size:
-            return (
-                f"min_size ({self.adaptive_min_size}) > max_size ({self.adaptive_max_size}): "
-                "every chunk target collapses to min_size"
-            )
+        if self.min_size > self.max_size:
+            return f"min_size ({self.min_size}) > max_size ({self.max_size}): every chunk target collapses to min_size"
         return None
 
 
