@@ -50,7 +50,7 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_incremental.py --mb 200 --files 32 --shares 0,0.01 --workers 1 \
 		--results benchmarks/results/incremental_in_memory.md
 	$(BIN)/python benchmarks/bench_memory.py --docs 250000,1000000 --files 200
-	$(BIN)/python benchmarks/bench_memory.py --docs 250000,1000000 --docs-per-file 1250 \
+	$(BIN)/python benchmarks/bench_memory.py --docs 2500000,10000000 --docs-per-file 1250 \
 		--results benchmarks/results/incremental_memory_more_files.md
 	$(BIN)/python benchmarks/bench_commit.py --files 2000
 	$(BIN)/python benchmarks/bench_table.py --mb 400 --files 64 --reps 3

@@ -36,6 +36,7 @@ import pipelines.output.commit
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental.classify import kept_records
+from pipelines.incremental.index import MAX_INDEX_PARTITIONS, index_partitions
 from pipelines.incremental.previous import read_previous
 from pipelines.records import content_id
 from pipelines.report import main as report_main
@@ -320,11 +321,11 @@ def test_an_index_of_another_partition_count_compares_alike(
     corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
     _corpus_v1(corpus)
     _age(*corpus.iterdir())
-    monkeypatch.setattr(pipelines.incremental.previous, "index_partitions", lambda documents: before)
+    monkeypatch.setattr(pipelines.incremental.previous, "index_partitions", lambda documents, input_bytes: before)
     run(_argv(corpus, output))
     assert {p.name.split("-of-")[1] for p in (output / "_index").iterdir()} == {f"{before:05d}.pq"}
     _corpus_v2(corpus)
-    monkeypatch.setattr(pipelines.incremental.previous, "index_partitions", lambda documents: after)
+    monkeypatch.setattr(pipelines.incremental.previous, "index_partitions", lambda documents, input_bytes: after)
     manifest = run(_argv(corpus, output, "--incremental"))
     assert {p.name.split("-of-")[1] for p in (output / "_index").iterdir()} == {f"{after:05d}.pq"}
     assert manifest["changes"]["incremental"] is True and manifest["changes"]["files_unchanged"] == 1
@@ -1229,3 +1230,13 @@ def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_by
     full = run(_argv(corpus, fresh))
     assert manifest["counts"] == full["counts"]
     assert _rows(output) == _rows(fresh)
+
+
+def test_an_index_is_planned_from_its_documents_or_its_bytes_whichever_asks_more() -> None:
+    """A comparing task holds one partition's chunk ids: large documents (many chunks each) count by their
+    bytes, not their number. Powers of two, so that partitions of two runs map onto each other."""
+    assert index_partitions(0) == 1
+    assert (index_partitions(50_000), index_partitions(50_001)) == (1, 2)
+    assert index_partitions(3_000, 100 * 2**20) == 4  # 100 MB of 30 kB documents: 4 tasks, not 1
+    assert index_partitions(10**6, 2**20) == 32
+    assert index_partitions(10**12) == index_partitions(10, 10**15) == MAX_INDEX_PARTITIONS

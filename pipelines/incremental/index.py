@@ -31,6 +31,9 @@ _PARTITION_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})\.pq")  # an index file:
 _DOCUMENTS_PER_PARTITION = 50_000  # index rows a partition is planned to hold: what one task compares at once
 
 
+_BYTES_PER_PARTITION = 32 * 2**20  # input bytes a partition is planned from at most: its chunks' ids, compared at once
+
+
 MAX_INDEX_PARTITIONS = 4096
 
 
@@ -53,10 +56,12 @@ def partition_of(source: str, partitions: int) -> int:
     return int.from_bytes(digest, "big") % partitions
 
 
-def index_partitions(documents: int) -> int:
-    """How many partitions an index of about ``documents`` rows has: a power of two (so that an index read
-    with another number maps each partition onto few), about ``_DOCUMENTS_PER_PARTITION`` rows each."""
-    wanted = max(1, -(-documents // _DOCUMENTS_PER_PARTITION))
+def index_partitions(documents: int, input_bytes: int = 0) -> int:
+    """How many partitions an index of about ``documents`` rows, made from ``input_bytes`` of input, has: a power
+    of two (so that an index read with another number maps each partition onto few), of about
+    ``_DOCUMENTS_PER_PARTITION`` rows and at most about ``_BYTES_PER_PARTITION`` input bytes each (a large
+    document makes many chunks, whose ids a comparing task holds)."""
+    wanted = max(1, -(-documents // _DOCUMENTS_PER_PARTITION), -(-input_bytes // _BYTES_PER_PARTITION))
     return min(MAX_INDEX_PARTITIONS, 1 << (wanted - 1).bit_length())
 
 

@@ -53,14 +53,9 @@ UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :
 UNREADABLE_INDEX = "a previous index file cannot be read"  # the same of the index: the rerun lists no removal
 
 
-_BYTES_PER_DOCUMENT = 4096  # a first run plans its index from the bytes it reads: documents of about 4 KB
-
-
 def planned_partitions(previous: Previous, files: Sequence[InputFile]) -> int:
-    """This run's index partitions: from the previous run's documents, else from the bytes to read."""
-    if previous.documents:
-        return index_partitions(previous.documents)
-    return index_partitions(sum(file.size or 0 for file in files) // _BYTES_PER_DOCUMENT)
+    """This run's index partitions: as many as the previous run's documents or the bytes listed ask, the more."""
+    return index_partitions(previous.documents, sum(file.size or 0 for file in files))
 
 
 @dataclass(frozen=True)
