@@ -63,6 +63,13 @@ class EnvironmentFault(StorageError, Explained):
     retries, then the job fails and OUTPUT keeps its previous output."""
 
 
+class InputChanged(StorageError, Explained):
+    """An input file changed (rewritten, grown, cut) while the parts of it split across workers were read: the
+    parts would mix two versions of the file, so the part is read again (the runner retries it, and a part that
+    finds the file changed before it reads becomes a reject); a runner that cannot retry fails the job with one
+    line, OUTPUT as it was."""
+
+
 class StagingFault(OSError, Explained):
     """Writing the run's files into OUTPUT's staging failed for the storage's reason, not a passing one (its disk
     full, a quota, a read-only or denied folder): the run fails with one line, OUTPUT as it was."""

@@ -22,7 +22,7 @@ from pipelines.output.build_manifest import (
     finish_manifest,
     input_rows,
 )
-from pipelines.output.manifest import MANIFEST_FORMAT, Manifest
+from pipelines.output.manifest import MANIFEST_FORMAT, Manifest, footer_digest, written_footer_digest
 from pipelines.output.schema import FILES_SCHEMA, INPUTS_SCHEMA
 from pipelines.records import REJECT_REASONS, FileReport, Reject
 from tests.output_checks import summaries_of
@@ -262,3 +262,21 @@ def test_an_older_manifest_without_a_format_or_a_file_list_reads() -> None:
     older["output"] = {"root": "out"}
     manifest = Manifest.loads(json.dumps(older))
     assert manifest.format == 1 and manifest.files is None and manifest.inputs == [] and manifest == older
+
+
+def test_a_footer_digest_taken_as_written_equals_the_one_read_back(tmp_path: Path) -> None:
+    """The incremental run compares the digest the writer recorded with the one it reads: were they to differ,
+    every scheduled run would fall back to a full run. A file of several row groups and nested columns."""
+    rows = [{"id": n, "words": [f"w{n}"] * (n % 4), "meta": {"k": str(n)}} for n in range(5000)]
+    path = tmp_path / "f.parquet"
+    schema = pa.Table.from_pylist(rows[1:2]).schema
+    with pq.ParquetWriter(path, schema, write_page_checksum=True) as writer:
+        for start in range(0, len(rows), 1000):
+            writer.write_table(pa.Table.from_pylist(rows[start : start + 1000], schema=schema))
+    written = written_footer_digest(writer.writer.metadata)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 5
+    with path.open("rb") as f:
+        assert footer_digest(f) == written
+    path.write_bytes(path.read_bytes()[:-12] + bytes([path.read_bytes()[-12] ^ 1]) + path.read_bytes()[-11:])
+    with path.open("rb") as f:
+        assert footer_digest(f) != written

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.cli.rechunk import run
+from pipelines.errors import InputChanged
 from pipelines.input.expand import InputFile, expand_inputs
 from pipelines.input.formats import line_limit
 from pipelines.input.source import read_file, read_part
@@ -211,3 +212,57 @@ def test_two_worker_processes_both_chunk_one_split_file(tmp_path: Path) -> None:
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=True)
     pids = set(re.findall(r"zerda\.progress: progress \(pid (\d+)\)", done.stderr))
     assert len(pids) == 2, done.stderr[-3000:]
+
+
+def _settled(path: Path) -> None:
+    """Modified a minute ago: listed with a stamp (size and time), as a file at rest is."""
+    settled = path.stat().st_mtime - 60
+    os.utime(path, (settled, settled))
+
+
+def test_a_part_of_a_file_rewritten_since_it_was_listed_is_a_reject_not_the_other_version(tmp_path: Path) -> None:
+    """The parts of one split file are read apart, maybe minutes apart: a part that finds the file rewritten
+    (same size, a new time) reads none of it, so no part reads a version the others did not; a file listed
+    without a stamp (written just before) is compared by its size."""
+    settings = _settings(333)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(hostile_jsonl())
+    _settled(path)
+    (file,) = expand_inputs([str(path)])
+    assert file.stamp is not None
+    parts = plan_parts(file, settings)
+    first = list(read_part(parts[0], settings))
+    path.write_bytes(hostile_jsonl().replace(b"fennec", b"FENNEC"))  # same size, a new modification time
+    items, reports = _split_read(parts[1:], settings)
+    assert [i.reason for i in items] == ["unreadable_file"] * (len(parts) - 1)
+    assert all("the file changed since it was listed (its size, time or ETag)" in i.message for i in items)
+    assert [i.record for i in items] == [p.records_before for p in parts[1:]]
+    assert all(r.records == 1 and r.bytes_read == 0 for r in reports)
+    assert not any(b"FENNEC" in json.dumps(i.text).encode() for i in first if hasattr(i, "text"))
+
+    fresh = tmp_path / "b.jsonl"
+    fresh.write_bytes(hostile_jsonl())
+    (unstamped,) = expand_inputs([str(fresh)])
+    assert unstamped.stamp is None
+    later = plan_parts(unstamped, settings)
+    fresh.write_bytes(hostile_jsonl() + b"\n" + _line(99))
+    (item, _) = read_part(later[-1], settings)
+    message = f"the file changed since it was listed ({len(hostile_jsonl())} bytes listed, {fresh.stat().st_size} now)"
+    assert item.reason == "unreadable_file" and message in item.message
+
+
+def test_a_file_rewritten_while_a_part_is_read_fails_the_part_so_the_runner_reads_it_again(tmp_path: Path) -> None:
+    """A rewrite that lands while a part is being read: the part raises (the runner retries it, and the retry
+    finds the file changed: a reject), rather than hand on records that may mix the two versions."""
+    settings = _settings(4096)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(hostile_jsonl())
+    _settled(path)
+    (file,) = expand_inputs([str(path)])
+    reading = read_part(plan_parts(file, settings)[0], settings)
+    next(reading)
+    path.write_bytes(hostile_jsonl()[:-10])
+    with pytest.raises(InputChanged, match=r"a\.jsonl changed while part 1 of \d+ was read \(its size, time or ETag\)"):
+        list(reading)
+    whole = list(read_file(file, settings))  # a file read whole is one version whatever happens: not checked
+    assert isinstance(whole[-1], FileReport) and whole[-1].error == ""

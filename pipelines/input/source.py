@@ -28,7 +28,7 @@ from typing import IO, Any, Literal
 import fsspec
 from smart_open.compression import compression_wrapper
 
-from pipelines.errors import EnvironmentFault, StorageError, chain
+from pipelines.errors import EnvironmentFault, InputChanged, StorageError, chain
 from pipelines.input.context import BUFFER_BYTES, FileContext
 from pipelines.input.expand import InputFile
 from pipelines.input.formats import read_jsonl, reader_for, split_suffixes
@@ -151,6 +151,14 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
         yield reject
         yield FileReport(ctx.source, 0, 1, reject.message)
         return
+    split = part.parts > 1  # the parts of one file are read apart: each checks it is the file they were cut from
+    changed = _changed_since_listed(file) if split else None
+    if changed:
+        raw.close()
+        message = f"the file changed since it was listed ({changed}): part {part.index + 1} of {part.parts} not read"
+        yield ctx.reject(part.records_before, ctx.name, "unreadable_file", message)
+        yield FileReport(ctx.source, 0, 1, message)
+        return
     emitted, error = 0, ""
     with raw:
         stored = _StorageStream(raw, file.url)
@@ -173,6 +181,12 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
             error = redact_url(f"{type(err).__name__}: {err}")  # a message may quote the URL
             emitted += 1
             yield ctx.reject(ctx.record, ctx.name, "unreadable_file", f"file unreadable: {error}")
+    changed = _changed_since_listed(file) if split else None
+    if changed:
+        raise InputChanged(
+            f"input file {redact_url(file.url)} changed while part {part.index + 1} of {part.parts} was read"
+            f" ({changed}): its parts would mix two versions; run again"
+        )
     if emitted == 0 and part.parts == 1:
         emitted = 1
         yield ctx.reject(0, ctx.name, "empty", "file holds no record")
@@ -182,12 +196,31 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
 _FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError)  # a denial is the environment's
 
 
+def _changed_since_listed(file: InputFile) -> str | None:
+    """What differs between ``file`` as listed and as it is now (its stamp, or its size when it was listed with
+    none), or None: one metadata request, made by each part of a split file before and after its read."""
+    try:
+        info = _filesystem(file.url).info(file.url)
+    except FileNotFoundError:
+        return "it is gone"
+    if file.stamp is not None:
+        now = InputFile.listed(file.url, file.relative_path, info).stamp
+        return None if now == file.stamp else "its size, time or ETag"
+    size = info.get("size")
+    return None if size == file.size else f"{file.size} bytes listed, {size} now"
+
+
 def _open(url: str) -> IO[bytes]:
     """The stored bytes, opened through the file's filesystem with the URL as one path: ``fsspec.open``
     would read a ``::`` in a file name (``notes::v2.jsonl``) as URL chaining and open another file."""
-    cls = fsspec.get_filesystem_class(url.split("://", 1)[0] if "://" in url else "file")
-    file: IO[bytes] = cls(**cls._get_kwargs_from_urls(url)).open(url, "rb")  # what the URL names (abfs: its account)
+    file: IO[bytes] = _filesystem(url).open(url, "rb")
     return file
+
+
+def _filesystem(url: str) -> fsspec.AbstractFileSystem:
+    """The filesystem of what the URL names (abfs: its account), the URL taken as one path."""
+    cls = fsspec.get_filesystem_class(url.split("://", 1)[0] if "://" in url else "file")
+    return cls(**cls._get_kwargs_from_urls(url))
 
 
 def _not_regular(url: str) -> str | None:

@@ -491,7 +491,10 @@ def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile
     if missing:
         raise CommitError(f"the run's side file {missing[0]} is missing: not committing (another run writing?)")
     _remove(fs, [f"{folder}/{path}" for path in sizes.keys() - named])
-    entries = [{"path": f.committed_path, "rows": f.rows, "bytes": sizes[f.committed_path]} for f in staged]
+    entries = [
+        {"path": f.committed_path, "rows": f.rows, "bytes": sizes[f.committed_path], "footer": f.footer or None}
+        for f in staged
+    ]
     side_manifest = {
         **manifest,
         "output": {**manifest["output"], "files_table": write_files_table(fs, folder, entries)},

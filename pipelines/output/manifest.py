@@ -21,7 +21,6 @@ import io
 import json
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -231,35 +230,30 @@ def footer_digest(f: BinaryIO) -> str:
     """The digest of an open Parquet file's footer (its metadata, their length and the magic bytes): the part of
     the file no page CRC covers. A byte changed there can keep the file readable while it changes its column
     statistics, which a read by slices trusts to skip row groups; the manifest records this digest of each
-    index and id-count file, and a read of one checks it first."""
+    committed file, and a read of one checks it first."""
     end = f.seek(0, io.SEEK_END)
     f.seek(max(0, end - 8))
     length = int.from_bytes(f.read(4), "little")
     f.seek(max(0, end - 8 - length))
-    return hashlib.blake2b(f.read(length + 8), digest_size=16).hexdigest()
+    return _digest(f.read(length))
 
 
 def written_footer_digest(metadata: Any) -> str:
     """:func:`footer_digest` of a Parquet file as its writer closed it, from the writer's footer
     (``pyarrow.parquet.FileMetaData``, whose serialized form is the file's footer): no read of the file."""
     serialized = metadata.__reduce__()[1][0]
-    footer = serialized.to_pybytes() if hasattr(serialized, "to_pybytes") else bytes(serialized)
+    return _digest(serialized.to_pybytes() if hasattr(serialized, "to_pybytes") else bytes(serialized))
+
+
+def _digest(footer: bytes) -> str:
+    """The one hash of a footer, read back or as written: the two must agree, or every run would be a full run."""
     return hashlib.blake2b(footer + len(footer).to_bytes(4, "little") + b"PAR1", digest_size=16).hexdigest()
 
 
 def write_files_table(fs: AbstractFileSystem, root: str, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Write ``_manifest/files.pq``, the committed files' entries (path, rows, bytes, footer) by path, with page
-    checksums; an index or id-count file given without its footer digest is read for it (one small read each:
-    as many as their partitions). Returns its own entry, which the manifest records as ``output.files_table``."""
-
-    def digested(entry: Mapping[str, Any]) -> Mapping[str, Any]:
-        if entry.get("footer") or not read_by_slices(entry["path"]):
-            return entry
-        with fs.open(posixpath.join(root, entry["path"]), "rb") as f:
-            return {**entry, "footer": footer_digest(f)}
-
-    with ThreadPoolExecutor(FOOTER_THREADS) as pool:
-        entries = list(pool.map(digested, sorted(files, key=lambda entry: entry["path"])))
+    checksums. Returns its own entry, which the manifest records as ``output.files_table``."""
+    entries = sorted(files, key=lambda entry: entry["path"])
     table = pa.Table.from_pylist(entries, schema=FILES_SCHEMA)
     data = io.BytesIO()
     pq.write_table(table, data, compression="zstd", write_page_checksum=True)
