@@ -122,6 +122,40 @@ def test_an_iceberg_table_written_on_flink_equals_the_direct_runners(flink: Flin
     assert new_jobs == ["FINISHED"], "the job ran on the cluster, not in this process"
 
 
+def test_an_incremental_run_into_an_iceberg_table_on_flink_equals_a_full_run(
+    flink: FlinkCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """One file of the sample corpus edited after a first run into a table (the DirectRunner's: one Flink job a
+    test), then ``--incremental`` on Flink: the unchanged files are not read, the snapshot keeps their data
+    files, and the rows are those of a full run."""
+    sample = tmp_path / "corpus"
+    shutil.copytree(sample_corpus_glob(), sample)
+    settled = time.time() - 60  # modified a minute ago: an incremental run may skip them
+    for path in sample.rglob("*"):
+        os.utime(path, (settled, settled))
+    config = str(write_config(tmp_path / "a.yaml", tmp_path / "warehouse", "  max_rows_per_file: 20\n"))
+    argv = ["--input", str(sample), "--output", "iceberg://corpus.chunks", "--quiet", "--config", config]
+    first = run([*argv, "--runner=DirectRunner"])
+    edited = sample / "en" / "fennec_fox.md"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n\nA paragraph added since the first run.\n", "utf-8")
+    os.utime(edited, (settled, settled))
+    again = run([*argv, "--incremental", *flink.beam_args()])
+    fresh_config = str(write_config(tmp_path / "b.yaml", tmp_path / "fresh", "  max_rows_per_file: 20\n"))
+    fresh = run(["--input", str(sample), "--output", "iceberg://corpus.chunks", "--quiet", "--config", fresh_config])
+    assert again["changes"]["incremental"] is True
+    assert again["changes"]["files_unchanged"] == sum(path.is_file() for path in sample.rglob("*")) - 1
+    assert again["changes"]["documents_changed"] == 1
+    assert again["counts"] == fresh["counts"]
+    assert _table_rows(tmp_path / "warehouse") == _table_rows(tmp_path / "fresh")
+    table = load_table(tmp_path / "warehouse")
+    before, after = (
+        {task.file.file_path for task in table.scan(snapshot_id=manifest["output"]["snapshot_id"]).plan_files()}
+        for manifest in (first, again)
+    )
+    assert before & after and before - after, "the snapshot keeps the untouched data files, replaces the others"
+
+
 def _table_rows(warehouse: Path) -> list[dict[str, Any]]:
     return sorted_rows(as_directory_rows(load_table(warehouse).scan().to_arrow()))
 

@@ -8,20 +8,35 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import Table
 
-from pipelines.cli.rechunk import main, run
+from pipelines.cli.local_runner import FnApiDirectRunner
+from pipelines.cli.rechunk import build_pipeline, main, run
 from pipelines.errors import TableConflict
+from pipelines.input.expand import expand_inputs
 from pipelines.output import iceberg
-from pipelines.output.iceberg import RUN_ID_KEY, SIDE_SUFFIX, TABLE_CHUNK_SCHEMA, _check_base
+from pipelines.output.iceberg import (
+    RUN_ID_KEY,
+    SIDE_SUFFIX,
+    TABLE_CHUNK_SCHEMA,
+    _check_base,
+    committed_manifest,
+    open_table,
+)
+from pipelines.output.iceberg_incremental import read_previous_table
 from pipelines.output.layout import STAGING_DIR
 from pipelines.output.ownership import STAGED_KEY
+from pipelines.output.write import new_run_id
+from pipelines.settings import load_settings
 from tests.common import MULTI_PROCESS
 from tests.test_iceberg import TABLE, as_directory_rows, load_table, sorted_rows, write_config
 from tests.test_incremental import _corpus_v1, _corpus_v2, _doc, _flipped, _lowered_statistics, _write_jsonl
@@ -235,11 +250,12 @@ def test_a_damaged_index_gives_a_full_run_that_says_why(
     assert run(_argv(corpus, config, "--incremental"))["changes"]["incremental"] is True
 
 
-def test_the_runs_listings_outlive_its_side_files_until_its_snapshots_are_committed(
+def test_the_runs_listings_outlive_its_commit_and_go_once_the_job_is_over(
     edited: tuple[Path, Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A runner that retries a failed commit, or restarts the steps before it (Flink), reads the run's listings
-    again: publishing the side files must not delete the staging they are in; the committed run leaves none."""
+    """A runner that retries the commit, or restarts the steps before it (Flink), reads the run's listings
+    again: publishing the side files must not delete the staging they are in; the launcher deletes it once the
+    job is over, and the committed run leaves none."""
     corpus, warehouse, config, _ = edited
     side = Path(load_table(warehouse).location().removeprefix("file://") + SIDE_SUFFIX)
     listings: list[list[Path]] = []
@@ -255,3 +271,46 @@ def test_the_runs_listings_outlive_its_side_files_until_its_snapshots_are_commit
     (after_publish,) = listings
     assert any(path.parent.name == "previous" for path in after_publish), after_publish
     assert not (side / STAGING_DIR).exists()
+
+
+def test_the_steps_run_again_after_the_commit_leave_the_committed_run_as_it_was(
+    edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A runner may run a job's steps again once its commit is done: Flink restarts every task of a failed task's
+    region, and the commit shares one with the step reading the run's listing of the previous snapshot's data
+    files. Here the whole incremental job runs twice under one run id, both graphs built (their listings
+    written) before the first runs: the second reads the listings, commits nothing more and deletes the files
+    it wrote again; the table and its side folder are the first's, and the next run is incremental."""
+    corpus, warehouse, config, _ = edited
+    settings = load_settings(str(config))
+    target = open_table(TABLE, settings.output.catalog)
+    previous, snapshot_id = read_previous_table(target, settings.fingerprint, incremental=True)
+    target = replace(target, snapshot_id=snapshot_id)
+    files, run_id, started = expand_inputs([str(corpus)]), new_run_id(), datetime.now(timezone.utc)
+    jobs = [beam.Pipeline(runner=FnApiDirectRunner()) for _ in range(2)]
+    for job in jobs:
+        build_pipeline(job, files, settings, target, started, run_id=run_id, previous=previous)
+    for job in jobs:
+        job.run().wait_until_finish()
+
+    table = load_table(warehouse)
+    ours = [s.snapshot_id for s in table.snapshots() if s.summary and s.summary[RUN_ID_KEY] == run_id]
+    assert ours == [s.snapshot_id for s in table.snapshots()][-1:], "one snapshot of the run, the current one"
+    assert _rows(warehouse) == _full_run_rows(corpus, tmp_path)
+    manifest = committed_manifest(target, run_id)
+    assert manifest["changes"]["incremental"] is True
+    changes = pq.read_table(_side(table, ours[0]) / "_changes")
+    assert changes.num_rows == manifest["changes"]["chunks_added"] + manifest["changes"]["chunks_removed"] > 0
+    for name in (TABLE, f"{TABLE}__rejects"):
+        named = {task.file.file_path for task in load_table(warehouse, name).scan().plan_files()}
+        location = load_table(warehouse, name).location().removeprefix("file://")
+        written = {f"file://{p}" for p in (Path(location) / "data" / run_id).rglob("*") if p.is_file()}
+        assert written and written <= named, f"{name}: the files written again under new names are deleted"
+
+    staged = {o.url for o in iceberg.orphan_files(target, older_than_hours=0)}
+    assert all(f"/{STAGING_DIR}/{run_id}/" in url for url in staged), "only the staging: the launcher's to delete"
+    assert any(f"/{STAGING_DIR}/{run_id}/listing/previous/" in url for url in staged), staged
+    iceberg.remove_staging(target, run_id)
+    again = run(_argv(corpus, config, "--incremental"))
+    assert again["changes"]["incremental"] is True, again["changes"]["reason"]
+    assert again["changes"]["documents_changed"] == 0 and _rows(warehouse) == _full_run_rows(corpus, tmp_path)

@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import time
@@ -34,6 +35,7 @@ import pipelines.input.read
 import pipelines.output.commit
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
+from pipelines.incremental.classify import kept_records
 from pipelines.incremental.previous import read_previous
 from pipelines.records import content_id
 from pipelines.report import main as report_main
@@ -1199,3 +1201,31 @@ def test_an_output_whose_manifest_is_of_format_1_is_reported_and_carried(
     written = json.loads((output / "_manifest.json").read_text(encoding="utf-8"))
     assert written["format"] == 2 and "inputs" not in written and "files" not in written["output"]
     assert report_main(["--verify", str(output)]) == 0
+
+
+def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_bytes_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed file is read whole, but its unchanged documents go to their partition's comparison as their
+    record numbers, 8 bytes each (their key and hash are in the previous index the comparison reads): what the
+    runner holds between the steps follows the change, not the size of the files read."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    docs = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(300)]
+    _write_jsonl(corpus / "many.jsonl", docs)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    docs[7] = ("m7", _doc(1000))
+    _write_jsonl(corpus / "many.jsonl", docs)
+    _age(*corpus.iterdir())
+    compared = _spy_outputs(monkeypatch, pipelines.incremental.compare._ComparePartition)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    batches = [batch for (_, grouped), _ in compared for batch in grouped["hash"]]
+    kept = [record for by_source, _ in batches for packed in by_source.values() for record in kept_records(packed)]
+    chunked = [entry for _, entries in batches for entry in entries]
+    assert sorted(kept) == [n for n in range(1, 301) if n != 8] and [record for _, (record, _) in chunked] == [8]
+    assert len(pickle.dumps(batches)) < 8 * 300 + 600
+    assert (manifest["changes"]["documents_changed"], manifest["changes"]["documents_unchanged"]) == (1, 299)
+    full = run(_argv(corpus, fresh))
+    assert manifest["counts"] == full["counts"]
+    assert _rows(output) == _rows(fresh)

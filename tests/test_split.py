@@ -32,6 +32,9 @@ from pipelines.input.split import FilePart, plan_parts
 from pipelines.records import FileReport
 from pipelines.settings import InputSettings
 from tests.common import MULTI_PROCESS, REPO
+from tests.s3_server import S3Env
+
+pytest_plugins = ["tests.s3_server"]  # the moto_endpoint and s3_env fixtures
 
 MAX_CHARS = 2000  # a small max_document_chars, so that a line of about 1 MiB is oversize
 _PROSE = "The fennec fox sleeps by day in a burrow under the dunes and hunts by night. "
@@ -266,3 +269,20 @@ def test_a_file_rewritten_while_a_part_is_read_fails_the_part_so_the_runner_read
         list(reading)
     whole = list(read_file(file, settings))  # a file read whole is one version whatever happens: not checked
     assert isinstance(whole[-1], FileReport) and whole[-1].error == ""
+
+
+def test_a_split_file_rewritten_on_an_object_store_is_seen_changed(s3_env: S3Env) -> None:
+    """On an object store a rewrite is a new object of a new ETag: a part sees it, though the listing that found
+    the file is still cached in its filesystem."""
+    bucket = s3_env.new_bucket()
+    fs = s3_env.filesystem()
+    fs.pipe(f"{bucket}/corpus/a.jsonl", hostile_jsonl())
+    (file,) = expand_inputs([f"s3://{bucket}/corpus/*.jsonl"])
+    assert file.stamp is not None and "ETag" in file.stamp
+    settings = _settings(333)
+    parts = plan_parts(file, settings)
+    first, _ = _split_read(parts[:1], settings)
+    assert len(parts) > 3 and first and not any(getattr(i, "reason", "") == "unreadable_file" for i in first)
+    fs.pipe(f"{bucket}/corpus/a.jsonl", hostile_jsonl().replace(b"fennec", b"FENNEC"))
+    items, _ = _split_read(parts[1:], settings)
+    assert [i.reason for i in items] == ["unreadable_file"] * (len(parts) - 1)

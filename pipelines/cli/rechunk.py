@@ -71,6 +71,7 @@ from pipelines.output.iceberg import (
     discard_run,
     notice_orphans,
     open_table,
+    remove_staging,
     summary_lines,
     table_after_stop,
     table_name,
@@ -346,6 +347,7 @@ def _run_into_table(
         if (conflict := conflict_line(error)) is not None:  # another run's snapshot won: exit 2, naming it
             raise OutputError(conflict) from error
         raise
+    best_effort(lambda: remove_staging(target, run_id), "delete this run's staging")  # once the job is over
     manifest = committed_manifest(target, run_id)
     if not args.quiet and not write_stdout(render_summary(Manifest(manifest), summary_lines(target, manifest)) + "\n"):
         print("zerda: the table is committed; its summary could not be printed", file=sys.stderr)

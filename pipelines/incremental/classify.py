@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from array import array
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,36 @@ _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps
 _HASH_BATCH = 4096  # documents' hashes per element sent to a partition's comparison
 
 
+class HashBatch:
+    """The documents of one index partition a worker classified, for that partition's comparison: the records
+    of the unchanged ones, 8 bytes each by source (their key and hash are in the previous index, which the
+    comparison reads), and the key, record and hash of the others. What a run shuffles grows with the
+    documents read: this keeps it to a few bytes for each unchanged one."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, array[int]] = {}
+        self.chunked: list[tuple[str, tuple[int, str]]] = []
+        self.size = 0
+
+    def add(self, record: SourceRecord, digest: str | None) -> None:
+        if digest is None:
+            self.kept.setdefault(record.source, array("q")).append(record.record)
+        else:
+            self.chunked.append((id_key(record.source, record.doc_id), (record.record, digest)))
+        self.size += 1
+
+    def sealed(self) -> tuple[dict[str, bytes], list[tuple[str, tuple[int, str]]]]:
+        """What is sent: the kept records as bytes, so the shuffle carries no Python int a document."""
+        return {source: records.tobytes() for source, records in self.kept.items()}, self.chunked
+
+
+def kept_records(packed: bytes) -> array[int]:
+    """The records of a sealed :class:`HashBatch`'s unchanged documents of one source."""
+    records = array("q")
+    records.frombytes(packed)
+    return records
+
+
 class _Classify(beam.DoFn):
     """Each SourceRecord -> unchanged (its rows stay where they are) or to be chunked; the manifest's totals of
     the unchanged ones, from the index, one element a bundle (``(documents, bucket totals)``), not one a document.
@@ -45,22 +76,23 @@ class _Classify(beam.DoFn):
     def start_bundle(self) -> None:
         self._kept = 0  # unchanged documents in this bundle, and their totals by bucket
         self._buckets: dict[int, list[int]] = {}
-        self._hashes: dict[int, list[tuple[str, tuple[int, str, str]]]] = defaultdict(list)  # by index partition
+        self._hashes: dict[int, HashBatch] = {}  # by index partition
 
     def finish_bundle(self) -> Iterator[TaggedOutput]:
         if self._kept:
             yield TaggedOutput(_TOTALS, GlobalWindows.windowed_value_at_end_of_window((self._kept, self._buckets)))
         for partition, batch in self._hashes.items():
-            yield TaggedOutput(_HASH, GlobalWindows.windowed_value_at_end_of_window((partition, batch)))
+            yield TaggedOutput(_HASH, GlobalWindows.windowed_value_at_end_of_window((partition, batch.sealed())))
 
-    def _hash(self, record: SourceRecord, kind: str, digest: str) -> Iterator[TaggedOutput]:
-        """Note a document's hash for its partition's comparison; a partition's batch goes when it is full: one
-        element a batch of documents, not one a document (the runner holds the shuffle's elements)."""
+    def _hash(self, record: SourceRecord, digest: str | None) -> Iterator[TaggedOutput]:
+        """Note a document for its partition's comparison (``digest`` None: unchanged); a partition's batch goes
+        when it is full: one element a batch of documents, not one a document (the runner holds the shuffle's
+        elements)."""
         partition = partition_of(record.source, self._partitions)
-        batch = self._hashes[partition]
-        batch.append((id_key(record.source, record.doc_id), (record.record, kind, digest)))
-        if len(batch) >= _HASH_BATCH:
-            yield TaggedOutput(_HASH, (partition, self._hashes.pop(partition)))
+        batch = self._hashes.setdefault(partition, HashBatch())
+        batch.add(record, digest)
+        if batch.size >= _HASH_BATCH:
+            yield TaggedOutput(_HASH, (partition, self._hashes.pop(partition).sealed()))
 
     def _known(self, source: str) -> dict[str, tuple[Any, ...]]:
         known = self._slices.get(source)
@@ -85,7 +117,7 @@ class _Classify(beam.DoFn):
             _, bucket, *numbers = known
             self._kept += 1
             add_buckets(self._buckets, {bucket: numbers})
-            yield from self._hash(record, "kept", digest)
+            yield from self._hash(record, None)
             return
-        yield from self._hash(record, "chunked", digest)
+        yield from self._hash(record, digest)
         yield record

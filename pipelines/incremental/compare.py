@@ -17,6 +17,7 @@ from apache_beam.pvalue import TaggedOutput
 import zerda_core
 from pipelines.chunking import summarise
 from pipelines.errors import PreviousUnreadable
+from pipelines.incremental.classify import kept_records
 from pipelines.incremental.index import (
     _INDEX_ROW_GROUP,
     _packed,
@@ -98,12 +99,23 @@ class _ComparePartition(_PartitionTask):
         carried = before.filter(unread)
         groups: dict[str, dict[str, list[Any]]] = defaultdict(lambda: {"previous": [], "hash": [], "rows": []})
         read_before: Counter = Counter()  # the previous documents of the sources read (or gone), by id
+        kept: set[tuple[str, int]] = set()  # the documents classified unchanged, by source and record
+        for kept_by_source, chunked in grouped["hash"]:
+            for source, packed in kept_by_source.items():
+                kept.update((source, record) for record in kept_records(packed))
+            for key, (record, digest) in chunked:
+                groups[key]["hash"].append((record, "chunked", digest))
+        found = 0
         for row in before.filter(pc.invert(unread)).to_pylist():
-            groups[id_key(row["source"], row["doc_id"])]["previous"].append(row)
+            key = id_key(row["source"], row["doc_id"])
+            groups[key]["previous"].append(row)
             read_before[row["doc_id"]] += 1
-        for batch in grouped["hash"]:
-            for key, value in batch:
-                groups[key]["hash"].append(value)
+            if (row["source"], row["record"]) in kept:
+                groups[key]["hash"].append((row["record"], "kept", row["content_hash"]))
+                found += 1
+        if found != len(kept):  # classified unchanged by a slice of the index this partition does not hold
+            path = index_path(partition, self._partitions)
+            raise PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} (it lacks documents its sources' slices hold)")
         for key, value in grouped["rows"]:
             groups[key]["rows"].append(value)
         rows = []

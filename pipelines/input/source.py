@@ -199,8 +199,10 @@ _FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError)  # a d
 def _changed_since_listed(file: InputFile) -> str | None:
     """What differs between ``file`` as listed and as it is now (its stamp, or its size when it was listed with
     none), or None: one metadata request, made by each part of a split file before and after its read."""
+    fs = _filesystem(file.url)
+    fs.invalidate_cache(file.url)  # a cached listing would say the file is as it was
     try:
-        info = _filesystem(file.url).info(file.url)
+        info = fs.info(file.url)
     except FileNotFoundError:
         return "it is gone"
     if file.stamp is not None:

@@ -19,7 +19,14 @@
    first run's is an ``append``). No byte of chunk data is copied or read again, no statistic computed: the
    snapshot names the files where the workers wrote them, as the workers described them. The chunk table's
    snapshot carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat
-   ``zerda.*`` keys, ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run).
+   ``zerda.*`` keys, ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run). The
+   launcher deletes the run's staging once the job is over (:func:`remove_staging`); a commit the runner runs
+   again after it committed commits nothing more (``pipelines.output.iceberg_again``).
+
+A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and what it
+wrote is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other fails
+with a :class:`~pipelines.errors.TableConflict` naming the conflict (exit code 2), its files deleted. A killed
+run's files, and those only expired snapshots named, are orphans (:func:`orphan_files`).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
 from pipelines.output.build_manifest import finish_manifest
+from pipelines.output.iceberg_again import remove_unnamed_changes, remove_unnamed_data
 from pipelines.output.iceberg_files import TableFiles
 from pipelines.output.layout import (
     CHUNK_SUFFIX,
@@ -426,6 +434,8 @@ class _CommitTable(beam.DoFn):
         target, run_id = self._target, self._run_id
         catalog = target.catalog()
         chunks, rejects = catalog.load_table(target.name), catalog.load_table(target.rejects_name)
+        if _is_current(chunks, run_id):  # committed already: the runner ran the steps again after the commit
+            return self._committed_again(chunks, rejects)
         _check_base(chunks, target.snapshot_id)
         kept = {f"{target.chunks_location}/{f.path}" for f in chunk_files if f.kept}
         new_files = [f for f in chunk_files if not f.kept]
@@ -445,8 +455,6 @@ class _CommitTable(beam.DoFn):
             best_effort(lambda: undo_snapshot(rejects, rejects_snapshot, before), "roll the rejects table back")
             raise
         final["output"]["snapshot_id"] = snapshot
-        fs, root = url_to_fs(target.side_location)
-        _remove_staging(fs, posixpath.normpath(root), run_id)
         log.info(
             "committed snapshot %d of %s (%d data files added, %d kept)",
             snapshot,
@@ -455,6 +463,25 @@ class _CommitTable(beam.DoFn):
             len(kept),
         )
         return final
+
+    def _committed_again(self, chunks: Table, rejects: Table) -> dict:
+        """The run's committed manifest, once the files the steps run again wrote under new names are deleted
+        (``pipelines.output.iceberg_again``): nothing more is committed."""
+        target, run_id = self._target, self._run_id
+        for table, location in ((chunks, target.chunks_location), (rejects, target.rejects_location)):
+            snapshot = run_snapshot(table, run_id)
+            if snapshot is not None:
+                remove_unnamed_data(table, snapshot, location, f"{DATA_DIR}/{run_id}")
+        remove_unnamed_changes(target.side_folder(run_id))
+        log.info("%s holds this run's snapshot already: its steps ran again after the commit", target.name)
+        return committed_manifest(target, run_id)
+
+
+def _is_current(table: Table, run_id: str) -> bool:
+    """Whether the table's current snapshot is ``run_id``'s."""
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    return summary is not None and summary.additional_properties.get(RUN_ID_KEY) == run_id
 
 
 def _check_base(table: Table, base: int | None) -> None:
@@ -474,8 +501,8 @@ def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile
     """Put the run's index, id-count, change and input-table files in its side folder and write its manifest
     beside them (``_manifest.json`` and its table of the files with their rows and sizes; the input files'
     stamps, in the inputs table, let the next incremental run skip unchanged files). The run's staging stays
-    until its snapshots are committed (:func:`_remove_staging`): a runner that retries a failed commit, or
-    restarts the steps before it (Flink), reads the run's listings again.
+    until the job is over (:func:`remove_staging`): a runner that retries the commit, or restarts the steps
+    before it (Flink), reads the run's listings again.
 
     The change files were written there (``TableIncrementally``); the index files, one a partition, are moved
     from the staging to their names. One listing of the folder finds each file and its size (no file is read
@@ -500,6 +527,13 @@ def publish_side_files(target: TableTarget, run_id: str, staged: list[StagedFile
         "output": {**manifest["output"], "files_table": write_files_table(fs, folder, entries)},
     }
     fs.pipe_file(f"{folder}/{MANIFEST_FILE}", Manifest(side_manifest).dumps().encode())
+
+
+def remove_staging(target: TableTarget, run_id: str) -> None:
+    """Delete the run's staging once its job is over, by the launcher: never inside the job, where a step the
+    runner runs again (``pipelines.output.iceberg_again``) reads the run's listings in it."""
+    fs, root = url_to_fs(target.side_location)
+    _remove_staging(fs, posixpath.normpath(root), run_id)
 
 
 def _remove_staging(fs: Any, root: str, run_id: str) -> None:
@@ -689,8 +723,14 @@ def orphan_files(target: TableTarget, older_than_hours: float = ORPHAN_HOURS) ->
         for s in catalog.load_table(target.name).snapshots()
         if s.summary
     }
-    found += [o for o in _run_files(target.side_location) if o.run_id not in runs]
+    found += [o for o in _run_files(target.side_location) if o.run_id not in runs or _staged(o)]
     return sorted((o for o in found if o.started.timestamp() <= cutoff), key=lambda o: o.url)
+
+
+def _staged(orphan: Orphan) -> bool:
+    """Whether a side file is in a run's staging, which a committed run's launcher deletes once its job is over
+    (a launcher killed then leaves it)."""
+    return f"/{STAGING_DIR}/{orphan.run_id}/" in orphan.url
 
 
 def _named_files(table: Table) -> set[str]:
