@@ -219,7 +219,7 @@ def build_pipeline(
     if table is None:
         write_rejects = WriteRejects(staging, run_id, compression, max_rows)
     else:
-        write_rejects = WriteTableRejects(table.rejects_location, run_id, compression, max_rows, f"{DATA_DIR}/{run_id}")
+        write_rejects = WriteTableRejects(table.reject_files, run_id, compression, max_rows, f"{DATA_DIR}/{run_id}")
     staged_rejects = rejects | "WriteRejects" >> write_rejects
     reports = read.files if chunked.reports is None else (read.files, chunked.reports) | "AllReports" >> beam.Flatten()
     counted = {"summaries": chunked.summaries, "totals": chunked.totals, "duplicates": chunked.duplicates}

@@ -6,21 +6,22 @@
    ``NAMESPACE.TABLE__rejects``. A malformed name, a catalog that cannot be loaded or reached, or a table whose
    schema is not zerda's is an ``OutputError`` (exit code 2) before any data file is written.
 2. Write: workers write the Parquet data files straight into each table's location,
-   ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``), and keep
-   each file's footer and size (:class:`WrittenDataFile`); the run's index and change files are staged in the
-   side folder beside the chunk table's location (:attr:`TableTarget.side_location`), as an incremental run
-   into a directory stages them (``pipelines.output.iceberg_incremental``).
+   ``<location>/data/<run_id>/density_bucket=K/part-<uuid>.parquet`` (rejects in ``.../rejects/``), and describe
+   each file as the table's, statistics included, from the footer they wrote (:class:`WrittenDataFile`,
+   ``pipelines.output.iceberg_files``); the run's index and change files are staged in the side folder beside
+   the chunk table's location (:attr:`TableTarget.side_location`), as an incremental run into a directory stages
+   them (``pipelines.output.iceberg_incremental``).
 3. Commit (:class:`_CommitTable`, once, after every write): the accounting and the written rows are checked
    against the manifest's counts, the table's current snapshot against the one read at launch, and one listing
    of the run's folders finds every file at its size; the index and change files are moved into the run's side
    folder with its whole manifest; then the rejects table, then the chunk table, get one snapshot each that
    replaces their data files with this run's, but the files an incremental run keeps (an ``overwrite``; the
-   first run's is an ``append``). No byte of chunk data is copied or read again: the snapshot names the files
-   where the workers wrote them, with the statistics of their footers. The chunk table's snapshot carries the
-   run's manifest in its summary properties (``zerda.manifest`` and a few flat ``zerda.*`` keys,
-   ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run). The launcher deletes
-   the run's staging once the job is over (:func:`remove_staging`); a commit the runner runs again after it
-   committed commits nothing more (``pipelines.output.iceberg_again``).
+   first run's is an ``append``). No byte of chunk data is copied or read again, no statistic computed: the
+   snapshot names the files where the workers wrote them, as the workers described them. The chunk table's
+   snapshot carries the run's manifest in its summary properties (``zerda.manifest`` and a few flat
+   ``zerda.*`` keys, ``zerda.rejects-snapshot-id`` naming the rejects table's snapshot of the same run). The
+   launcher deletes the run's staging once the job is over (:func:`remove_staging`); a commit the runner runs
+   again after it committed commits nothing more (``pipelines.output.iceberg_again``).
 
 A run that fails or is stopped before its commit leaves both tables at their previous snapshot, and what it
 wrote is deleted (:func:`discard_run`). Two runs committing at once: the catalog takes one; the other fails
@@ -48,6 +49,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.errors import CommitError, Explained, OutputError, TableConflict, UsageError, chain, without_beam_steps
 from pipelines.output.build_manifest import finish_manifest
 from pipelines.output.iceberg_again import remove_unnamed_changes, remove_unnamed_data
+from pipelines.output.iceberg_files import TableFiles
 from pipelines.output.layout import (
     CHUNK_SUFFIX,
     MANIFEST_FILE,
@@ -163,9 +165,17 @@ class TableTarget:
     name: str  # NAMESPACE.TABLE
     catalog_name: str
     properties: Mapping[str, str]
-    chunks_location: str
-    rejects_location: str
+    chunk_files: TableFiles  # how the workers describe each table's data files (its location, schema, ...)
+    reject_files: TableFiles
     snapshot_id: int | None = None  # the chunk table's current snapshot at launch: the one the commit replaces
+
+    @property
+    def chunks_location(self) -> str:
+        return self.chunk_files.location
+
+    @property
+    def rejects_location(self) -> str:
+        return self.reject_files.location
 
     @property
     def rejects_name(self) -> str:
@@ -227,16 +237,12 @@ def open_table(name: str, configured: Mapping[str, Any], *, create: bool = True)
         raise
     except Exception as err:
         raise OutputError(f"Iceberg table {name!r} in {where}: {_why(err)}") from err
-    return TableTarget(name, catalog_name, properties, _location(chunks), _location(rejects))
+    return TableTarget(name, catalog_name, properties, TableFiles.of(chunks), TableFiles.of(rejects))
 
 
 def _why(err: BaseException) -> str:
     """An error in one line, credentials in URLs hidden (a catalog uri may hold a password)."""
     return redact_url(f"{type(err).__name__}: {err}".splitlines()[0])
-
-
-def _location(table: Table) -> str:
-    return table.location().rstrip("/")
 
 
 def _load_or_create(catalog: Catalog, identifier: str, schema: pa.Schema, *, partitioned: bool) -> Table:
@@ -287,16 +293,20 @@ def _check_table(table: Table, identifier: str, schema: pa.Schema, partitioned: 
 
 @dataclass(frozen=True)
 class WrittenDataFile(StagedFile):
-    """A data file as its worker closed it: with its Parquet footer (``pyarrow.parquet.FileMetaData``) and its
-    size, all the commit needs to add it to the table without reading it again."""
+    """A data file as its worker closed it (``bytes``: its size), with its Iceberg ``DataFile``, which the worker
+    built from the footer it wrote (:class:`~pipelines.output.iceberg_files.TableFiles`): all the commit needs to
+    add it to the table without reading it again."""
 
-    footer: Any = None
-    size: int = 0
+    data_file: Any = None
 
 
 class _WriteDataFiles(_StageParquet):
-    """The directory output's row writer, each closed file given with its footer and size (its ``_close``
+    """The directory output's row writer, each closed file given with its ``DataFile`` and size (its ``_close``
     closes the Parquet writer, then reads the bytes written from the still open file, then closes it)."""
+
+    def __init__(self, files: TableFiles, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._files = files
 
     def _close(self, directory: str) -> WrittenDataFile:
         part = self._open.pop(directory)
@@ -306,17 +316,23 @@ class _WriteDataFiles(_StageParquet):
         part.writer.close()
         size = part.handle.tell()  # the bytes written, footer included: what a reader seeks the footer from
         part.handle.close()
-        return WrittenDataFile(directory, part.relative, part.rows, footer=part.writer.writer.metadata, size=size)
+        data_file = self._files.data_file(part.relative, part.writer.writer.metadata, size)
+        return WrittenDataFile(directory, part.relative, part.rows, size, data_file=data_file)
 
 
 class _WriteTable(_WriteParquet):
-    """The directory output's writers' settings; files end in ``.parquet`` and come with their footers."""
+    """The directory output's writers' settings; files end in ``.parquet`` and come with their ``DataFile``."""
+
+    def __init__(self, files: TableFiles, run_id: str, compression: str, max_rows: int, folder: str) -> None:
+        super().__init__(files.location, run_id, compression, max_rows, folder)
+        self._files = files
 
     def _write(
         self, schema: pa.Schema, directory_of: Any, group_by: str | None = None, describe: Describe | None = None
     ) -> beam.ParDo:
         return beam.ParDo(
             _WriteDataFiles(
+                self._files,
                 self._output,
                 self._run_id,
                 schema,
@@ -338,9 +354,9 @@ class WriteDescribedTableChunks(_WriteTable):
     (``pipelines.incremental``), which a rewrite of the file in a later run keeps."""
 
     def __init__(
-        self, output: str, run_id: str, compression: str, max_rows: int, folder: str, describe: Describe
+        self, files: TableFiles, run_id: str, compression: str, max_rows: int, folder: str, describe: Describe
     ) -> None:
-        super().__init__(output, run_id, compression, max_rows, folder)
+        super().__init__(files, run_id, compression, max_rows, folder)
         self._describe = describe
 
     def expand(self, rows: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
@@ -359,15 +375,15 @@ def _rejects(_: Any) -> str:
     return REJECT_FILES_DIR
 
 
-def write_data_file(location: str, path: str, table: pa.Table, compression: str) -> WrittenDataFile:
-    """``table`` (chunk rows of one bucket) as a new data file at ``path`` in the table's ``location``, with its
-    footer and size, as the workers' writers give theirs."""
-    fs, root = url_to_fs(location)
+def write_data_file(files: TableFiles, path: str, table: pa.Table, compression: str) -> WrittenDataFile:
+    """``table`` (chunk rows of one bucket) as a new data file at ``path`` in the table's location, with its
+    ``DataFile`` and size, as the workers' writers give theirs."""
+    fs, root = url_to_fs(files.location)
     full = posixpath.join(root, path)
     fs.makedirs(posixpath.dirname(full), exist_ok=True)
     footer, size = write_parquet(fs, full, path, table, compression)
     directory = posixpath.basename(posixpath.dirname(path))
-    return WrittenDataFile(directory, path, table.num_rows, footer=footer, size=size)
+    return WrittenDataFile(directory, path, table.num_rows, size, data_file=files.data_file(path, footer, size))
 
 
 class CommitTable(CommitOnce):
@@ -423,8 +439,8 @@ class _CommitTable(beam.DoFn):
         _check_base(chunks, target.snapshot_id)
         kept = {f"{target.chunks_location}/{f.path}" for f in chunk_files if f.kept}
         new_files = [f for f in chunk_files if not f.kept]
-        chunk_data = _data_files(chunks, target.chunks_location, run_id, new_files)
-        reject_data = _data_files(rejects, target.rejects_location, run_id, reject_files)
+        chunk_data = _data_files(chunks, target.chunk_files, run_id, new_files)
+        reject_data = _data_files(rejects, target.reject_files, run_id, reject_files)
         final = without_credentials(finish_manifest(manifest, finished=datetime.now(timezone.utc)))
         final["output"] |= {"root": target.url, "table": target.name, "rejects_table": target.rejects_name}
         _unless_stopped(run_id, lambda: publish_side_files(target, run_id, side_files, final))
@@ -526,52 +542,35 @@ def _remove_staging(fs: Any, root: str, run_id: str) -> None:
     _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
 
 
-def _data_files(table: Table, location: str, run_id: str, written: list[StagedFile]) -> list[Any]:
-    """The Iceberg ``DataFile`` of each file the workers wrote, from the footer and size each worker kept: no
-    file is read again. One listing of the run's folder checks each file is there with its size (a listing
-    call per thousand files on an object store, where a read per file would cost the commit a request each)."""
-    from pyiceberg.io.pyarrow import (
-        compute_statistics_plan,
-        data_file_statistics_from_parquet_metadata,
-        parquet_path_to_id_mapping,
-    )
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-
-    files = [f for f in written if f.rows]
-    if not files:
+def _data_files(table: Table, files: TableFiles, run_id: str, written: list[StagedFile]) -> list[Any]:
+    """The Iceberg ``DataFile`` of each file the workers wrote, as each worker built it from the footer it wrote:
+    no file is read again, no statistic computed here. The table must still have the schema, partitioning and
+    metrics settings the workers described the files with (TableConflict if not). One listing of the run's folder
+    checks each file is there with its size (a listing call per thousand files on an object store, where a read
+    per file would cost the commit a request each)."""
+    written = [f for f in written if f.rows]
+    if not written:
         return []
-    fs, root = url_to_fs(location)
+    if TableFiles.of(table) != files:
+        raise TableConflict(
+            f"Iceberg table {'.'.join(table.name())!r} changed while this run wrote (its columns, partitioning or "
+            "metrics settings are not those the run's data files were described with): not committing"
+        )
+    fs, root = url_to_fs(files.location)
     listed = {
         path: info.get("size") for path, info in fs.find(posixpath.join(root, DATA_DIR, run_id), detail=True).items()
     }
-    metadata = table.metadata
-    schema = metadata.schema()
-    plan, mapping = compute_statistics_plan(schema, metadata.properties), parquet_path_to_id_mapping(schema)
     data_files = []
-    for f in files:
-        if not isinstance(f, WrittenDataFile) or f.footer is None or f.footer.num_rows != f.rows:
+    for f in written:
+        data_file = f.data_file if isinstance(f, WrittenDataFile) else None
+        if data_file is None or data_file.record_count != f.rows or data_file.file_size_in_bytes != f.bytes:
             raise CommitError(f"data file {f.path} was not written as zerda writes a table's files: not committing")
-        if listed.get(posixpath.join(root, f.path)) != f.size:
+        if listed.get(posixpath.join(root, f.path)) != f.bytes:
             raise CommitError(
-                f"data file {location}/{f.path} is missing or not the size written ({f.size:,} bytes): not committing"
+                f"data file {files.location}/{f.path} is missing or not the size written ({f.bytes:,} bytes): "
+                "not committing"
             )
-        statistics = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=f.footer, stats_columns=plan, parquet_column_mapping=mapping
-        )
-        data_files.append(
-            DataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=f"{location}/{f.path}",
-                file_format=FileFormat.PARQUET,
-                partition=statistics.partition(metadata.spec(), schema),
-                file_size_in_bytes=f.size,
-                sort_order_id=None,
-                spec_id=metadata.default_spec_id,
-                equality_ids=None,
-                key_metadata=None,
-                **statistics.to_serialized_dict(),
-            )
-        )
+        data_files.append(data_file)
     return data_files
 
 

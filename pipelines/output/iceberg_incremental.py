@@ -45,6 +45,7 @@ from pipelines.output.iceberg import (
     WriteDescribedTableChunks,
     write_data_file,
 )
+from pipelines.output.iceberg_files import TableFiles
 from pipelines.output.layout import INDEX_DIR, MANIFEST_FILE
 from pipelines.output.manifest import Manifest
 from pipelines.output.write import Describe, StagedFile
@@ -151,7 +152,7 @@ class TableIncrementally(ChunkIncrementally):
     def _write_chunks(self, describe: Describe) -> beam.PTransform:
         settings, run_id = self._settings, self._run_id
         return WriteDescribedTableChunks(
-            self._target.chunks_location,
+            self._target.chunk_files,
             run_id,
             settings.compression,
             settings.max_rows_per_file,
@@ -175,7 +176,7 @@ class TableIncrementally(ChunkIncrementally):
         )
         carried = {"leaving": dropped, "file": files} | "DataFileAndLeaving" >> beam.CoGroupByKey()
         target = self._target
-        carry = _CarryDataFile(target.chunks_location, self._run_id, self._settings.compression)
+        carry = _CarryDataFile(target.chunk_files, self._run_id, self._settings.compression)
         return (written, carried | "CarryDataFiles" >> beam.ParDo(carry)) | "AllDataFiles" >> beam.Flatten()
 
 
@@ -184,8 +185,8 @@ class _CarryDataFile(beam.DoFn):
     file kept as it is when none leave; else written again without their rows, under its name in this run's
     folder (nothing when no row is left). Only the files that lose rows are read."""
 
-    def __init__(self, location: str, run_id: str, compression: str) -> None:
-        self._location = location
+    def __init__(self, files: TableFiles, run_id: str, compression: str) -> None:
+        self._files = files
         self._run_id = run_id
         self._compression = compression
 
@@ -200,6 +201,6 @@ class _CarryDataFile(beam.DoFn):
         if not leaving:
             yield StagedFile(posixpath.dirname(name), path, rows, kept=True)
             return
-        table = rows_staying(f"{self._location}/{path}", path, leaving, TABLE_CHUNK_SCHEMA)
+        table = rows_staying(f"{self._files.location}/{path}", path, leaving, TABLE_CHUNK_SCHEMA)
         if table.num_rows:
-            yield write_data_file(self._location, f"{DATA_DIR}/{self._run_id}/{name}", table, self._compression)
+            yield write_data_file(self._files, f"{DATA_DIR}/{self._run_id}/{name}", table, self._compression)
