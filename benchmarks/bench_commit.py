@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         " (DirectRunner, in memory: the moves between them run in the same process, in tasks of 256 files, 16"
         " at a time). S3 calls are counted in the launcher's s3fs while the commit runs. The directory commit"
         " copies each file server-side and checks every size with one listing, reading no file again (the"
-        " staged originals go in batched deletes, with the run's `_index` and `_changes` files; the footers of"
-        " the index and id-count files are read once for their digests); the table's commit lists the run's"
+        " staged originals go in batched deletes, with the run's `_index` and `_changes` files; each file's"
+        " footer digest comes from its writer); the table's commit lists the run's"
         " folders once and writes metadata, never copying or reading a data file nor computing a statistic (each"
         " worker describes the files it wrote, statistics included, from the footer it wrote; the commit moves the"
         " run's index files, one per index partition, into its side folder: one copy here).",
