@@ -119,7 +119,9 @@ def read_part(part: FilePart, settings: InputSettings) -> Iterator[SourceRecord 
 
     A part of a split file reports what it read; the parts' reports added up are the file's: a JSONL
     range fetches exactly its own bytes, so they add up to the file size. Only a whole file is an
-    ``empty`` reject when it holds no record (a split file always holds one).
+    ``empty`` reject when it holds no record (a split file always holds one). The parts of a split file are
+    read apart, so each checks the file is the one listed, before its read (else an ``unreadable_file``
+    reject) and after it (else :class:`InputChanged`, for the runner to read the part again).
     """
     file = part.file
     fmt, compression = split_suffixes(file.url)
