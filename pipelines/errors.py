@@ -70,6 +70,11 @@ class InputChanged(StorageError, Explained):
     line, OUTPUT as it was."""
 
 
+class RunStopped(RuntimeError):
+    """A writer was asked for a new file after the launcher was stopped (Ctrl-C, SIGTERM): an in-memory run's
+    pipeline thread cannot be killed, and a file it began after the run's files were deleted would stay."""
+
+
 class StagingFault(OSError, Explained):
     """Writing the run's files into OUTPUT's staging failed for the storage's reason, not a passing one (its disk
     full, a quota, a read-only or denied folder): the run fails with one line, OUTPUT as it was."""

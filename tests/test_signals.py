@@ -281,3 +281,21 @@ def test_a_wake_that_is_no_stop_signal_does_not_stop_the_run(monkeypatch: pytest
     done: list[str] = []
     rechunk._interruptible(lambda: (time.sleep(0.3), done.append("finished")), local=True)
     assert woken and done == ["finished"]
+
+
+def test_a_stopped_runs_writers_begin_no_file_while_another_runs_do(tmp_path: Path) -> None:
+    """A stopped in-memory run's pipeline thread cannot be killed and goes on for a while: its writers must begin
+    no file (nor folder) once the launcher has deleted the run's files, or they would be left behind."""
+    import pyarrow as pa
+
+    from pipelines.errors import RunStopped
+    from pipelines.output import write
+
+    stopped, running = write.new_run_id(), write.new_run_id()
+    table = pa.table({"x": [1, 2]})
+    write.stop_commit(stopped)
+    with pytest.raises(RunStopped, match=f"run {stopped} was stopped: it begins no new file"):
+        write.stage_table(str(tmp_path), stopped, "d", table, ".pq", "zstd")
+    assert not list(tmp_path.iterdir())
+    staged = write.stage_table(str(tmp_path), running, "d", table, ".pq", "zstd")
+    assert staged.rows == 2 and (tmp_path / staged.path).is_file()

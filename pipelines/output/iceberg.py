@@ -75,6 +75,7 @@ from pipelines.output.write import (
     _StageParquet,
     _unless_stopped,
     _WriteParquet,
+    begin_file,
     check_publishable,
     write_parquet,
 )
@@ -375,11 +376,12 @@ def _rejects(_: Any) -> str:
     return REJECT_FILES_DIR
 
 
-def write_data_file(files: TableFiles, path: str, table: pa.Table, compression: str) -> WrittenDataFile:
+def write_data_file(files: TableFiles, run_id: str, path: str, table: pa.Table, compression: str) -> WrittenDataFile:
     """``table`` (chunk rows of one bucket) as a new data file at ``path`` in the table's location, with its
     ``DataFile`` and size, as the workers' writers give theirs."""
     fs, root = url_to_fs(files.location)
     full = posixpath.join(root, path)
+    begin_file(run_id)
     fs.makedirs(posixpath.dirname(full), exist_ok=True)
     footer, size = write_parquet(fs, full, path, table, compression)
     directory = posixpath.basename(posixpath.dirname(path))

@@ -203,4 +203,6 @@ class _CarryDataFile(beam.DoFn):
             return
         table = rows_staying(f"{self._files.location}/{path}", path, leaving, TABLE_CHUNK_SCHEMA)
         if table.num_rows:
-            yield write_data_file(self._files, f"{DATA_DIR}/{self._run_id}/{name}", table, self._compression)
+            yield write_data_file(
+                self._files, self._run_id, f"{DATA_DIR}/{self._run_id}/{name}", table, self._compression
+            )

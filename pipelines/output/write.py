@@ -64,7 +64,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from pipelines.errors import CommitError, OutputError, StagingFault
+from pipelines.errors import CommitError, OutputError, RunStopped, StagingFault
 from pipelines.input.source import fault_kind
 from pipelines.output.build_manifest import check_accounting, input_rows
 from pipelines.output.identity import refuse_nested_output
@@ -316,6 +316,7 @@ class _StageParquet(beam.DoFn):
             part.abandon()
 
     def _new_path(self, directory: str) -> str:
+        begin_file(self._run_id)
         relative = f"{self._folder}/{directory}/part-{uuid.uuid4().hex}{self._suffix}"
         folder = posixpath.dirname(f"{self._root}/{relative}")
         if folder not in self._made_dirs:
@@ -331,6 +332,7 @@ class _StageParquet(beam.DoFn):
         if missing:  # from_pylist turns a missing key into a null, even in a required column
             raise ValueError(f"rows without a value for required column(s) {missing} in {directory}")
         if part.writer is None:
+            begin_file(self._run_id)
             part.handle = self._fs.open(f"{self._root}/{part.relative}", "wb")
             schema = self._schema.with_metadata({**(self._schema.metadata or {}), STAGED_KEY: part.relative.encode()})
             # a CRC per page: `zerda-report --verify` finds the damage an incremental run, reading footers, keeps
@@ -506,6 +508,7 @@ def staging_path(
 ) -> tuple[Any, str, str]:
     """(filesystem, absolute path, path relative to OUTPUT) of a new file in the run's staging folder (or in
     ``folder``, a path in OUTPUT)."""
+    begin_file(run_id)
     fs, root = url_to_fs(output)
     relative = f"{folder or f'{STAGING_DIR}/{run_id}'}/{directory}/part-{uuid.uuid4().hex}{suffix}"
     path = f"{posixpath.normpath(root)}/{relative}"
@@ -630,9 +633,9 @@ _GATE = threading.Lock()  # a stop is decided between the commit's steps that ch
 
 
 def stop_commit(run_id: str) -> None:
-    """Stop the commit of ``run_id`` running in this process (the DirectRunner's in-memory mode): it takes no
-    further step, and once this returns, whether it began replacing OUTPUT or finished can no longer change
-    (a commit in a worker process is stopped by ending that process)."""
+    """Stop the commit of ``run_id`` running in this process (the DirectRunner's in-memory mode), and its
+    writers (:func:`begin_file`): it takes no further step, and once this returns, whether it began replacing
+    OUTPUT or finished can no longer change (a commit in a worker process is stopped by ending that process)."""
     with _GATE:
         _STOPPED.add(run_id)
 
@@ -641,6 +644,15 @@ def _unless_stopped(run_id: str | None, step: Callable[[], _T]) -> _T:
     with _GATE:
         _check_running(run_id)
         return step()
+
+
+def begin_file(run_id: str) -> None:
+    """Called before a writer of ``run_id`` makes a folder or opens a new file: a stopped run
+    (:func:`stop_commit`) begins none. A stopped in-memory run's pipeline thread cannot be killed, and a file it
+    began after the launcher deleted the run's files would be left behind."""
+    with _GATE:
+        if run_id in _STOPPED:
+            raise RunStopped(f"run {run_id} was stopped: it begins no new file")
 
 
 def _check_running(run_id: str | None) -> None:
