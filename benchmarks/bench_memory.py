@@ -54,8 +54,7 @@ from benchmarks.bench_pipeline import child_env
 from benchmarks.scaffold import git, header, peak_rss_kib, save
 from pipelines.incremental.index import index_partitions, index_path, partition_of
 from pipelines.incremental.previous import read_previous
-from pipelines.input.context import source_name
-from pipelines.input.expand import expand_inputs
+from pipelines.input.expand import expand_inputs, source_name
 from pipelines.output.layout import (
     CHANGES_DIR,
     IDS_DIR,

@@ -24,10 +24,12 @@ column name costs one pass, not minutes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from types import TracebackType
@@ -154,9 +156,30 @@ def _remember(*secrets: str) -> None:
     _remembered.update(s for s in secrets if len(s) >= _MIN_SECRET_CHARS)
 
 
+_held = threading.local()  # the environment's credentials, read once by :func:`environment_held` on this thread
+
+
+@contextlib.contextmanager
+def environment_held() -> Iterator[None]:
+    """Within, :func:`redact_url` on this thread reads the environment's credentials once, on entry, not at each
+    call: a launch redacts the path of every file it lists, and the lookups were most of a listing's time.
+    Credentials remembered meanwhile count at once; other threads (a pipeline's) read the environment as ever."""
+    outer = getattr(_held, "environment", None)
+    _held.environment = _environment_secrets()
+    try:
+        yield
+    finally:
+        _held.environment = outer
+
+
+def _environment_secrets() -> set[str]:
+    return {os.environ.get(name, "") for name in SECRET_ENVIRONMENT}
+
+
 def _secrets() -> list[str]:
     """Remembered credentials and the environment's, longest first (a secret may hold another)."""
-    values = {os.environ.get(name, "") for name in SECRET_ENVIRONMENT} | _remembered
+    held = getattr(_held, "environment", None)
+    values = (_environment_secrets() if held is None else held) | _remembered
     return sorted((v for v in values if len(v) >= _MIN_SECRET_CHARS), key=len, reverse=True)
 
 

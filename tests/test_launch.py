@@ -3,6 +3,7 @@ and a listing of the inputs with no request a file."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -13,10 +14,10 @@ import apache_beam as beam
 import pytest
 import s3fs
 
+import pipelines.redact
 from pipelines.cli.rechunk import build_pipeline
 from pipelines.incremental.previous import Previous
-from pipelines.input.context import source_name
-from pipelines.input.expand import InputFile, expand_inputs
+from pipelines.input.expand import InputFile, expand_inputs, source_name
 from pipelines.records import FileReport
 from pipelines.settings import load_settings
 
@@ -73,3 +74,27 @@ def test_the_launch_lists_an_s3_prefix_with_no_request_a_file(s3_env: S3Env) -> 
         files = expand_inputs([f"s3://{bucket}/corpus/**"])
     assert len(files) == len(keys) and all(f.size == 14 and f.stamp for f in files)
     assert calls["list_objects_v2"] <= 12 and calls["head_object"] <= 1 and "get_object" not in calls, calls
+
+
+def test_a_local_listing_resolves_each_folder_once_and_reads_the_credentials_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 files in 3 folders, one of them a symlink to another file: each folder's real path is resolved once
+    and the environment's credentials are read once for the listing, not once a file (the launch lists every
+    input file); the symlink and its target are still one file, read once."""
+    corpus = tmp_path / "corpus"
+    for n in range(300):
+        (corpus / f"d{n % 3}").mkdir(parents=True, exist_ok=True)
+        (corpus / f"d{n % 3}" / f"f{n:03d}.jsonl").write_text('{"text": "x"}\n')
+    (corpus / "d0" / "f000.jsonl").unlink()
+    (corpus / "d0" / "f000.jsonl").symlink_to(corpus / "d1" / "f001.jsonl")
+    resolved: Counter[str] = Counter()
+    read: list[int] = []
+    realpath, environment = os.path.realpath, pipelines.redact._environment_secrets
+    monkeypatch.setattr(os.path, "realpath", lambda path: resolved.update([str(path)]) or realpath(path))
+    monkeypatch.setattr(pipelines.redact, "_environment_secrets", lambda: read.append(1) or environment())
+    files = expand_inputs([str(corpus)])
+    paths = {f.relative_path for f in files}
+    assert len(files) == 299 and "d0/f000.jsonl" in paths and "d1/f001.jsonl" not in paths  # the first URL is kept
+    assert max(resolved.values()) == 1 and len(resolved) <= 3 + 1, resolved  # the folders, and the symlink
+    assert len(read) == 1

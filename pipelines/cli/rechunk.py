@@ -55,7 +55,6 @@ from pipelines.cli.worker_log import worker_environment
 from pipelines.errors import InputError, JobError, OutputError, SettingsError, UsageError, explained_line
 from pipelines.incremental.previous import Previous, planned_partitions, read_previous, unreadable_carry, without_carry
 from pipelines.incremental.transform import ChunkIncrementally
-from pipelines.input.context import source_name
 from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
 from pipelines.input.listing import listing_folder
 from pipelines.input.read import ReadCorpus
@@ -197,7 +196,7 @@ def build_pipeline(
     previous = previous or Previous()
     unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
     skipped = {report.source for report in unchanged}
-    to_read = [file for file in files if source_name(file.url) not in skipped]
+    to_read = [file for file in files if file.source not in skipped]
     listing = listing_folder(staging, run_id, "inputs")  # the files to read reach the workers outside the graph
     read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input, listing=listing)
     chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)

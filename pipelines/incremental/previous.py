@@ -22,7 +22,6 @@ from fsspec.core import url_to_fs
 import zerda_core
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, PreviousUnreadable, without_beam_steps
 from pipelines.incremental.index import _PARTITION_NAME, index_partitions, index_path, partition_of
-from pipelines.input.context import source_name
 from pipelines.input.expand import InputFile
 from pipelines.input.source import fault_kind
 from pipelines.output.layout import (
@@ -36,7 +35,7 @@ from pipelines.output.layout import (
 from pipelines.output.manifest import Manifest, footer_digest, read_by_slices
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.records import FileReport
-from pipelines.redact import bounded
+from pipelines.redact import bounded, environment_held
 
 log = logging.getLogger("zerda")
 
@@ -90,8 +89,9 @@ class Previous:
         Rows are carried by source, so a file whose source another file shares (redaction can make two paths
         one: ``Signature=v1.jsonl``, ``Signature=v2.jsonl``) is always read: carrying would carry both.
         """
-        sources = Counter(source_name(file.url) for file in files)
-        reports = [self.inputs.get(source_name(file.url)) for file in files] if self.carry else []
+        with environment_held():  # the files' sources, worked out here (redacted), read the environment once
+            sources = Counter(file.source for file in files)
+        reports = [self.inputs.get(file.source) for file in files] if self.carry else []
         return [
             r
             for r, file in zip(reports, files, strict=False)

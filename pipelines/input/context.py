@@ -47,11 +47,6 @@ class BigInt(str):
     """A JSON integer too long for Python's ``int``, as its digits: an id like any integer, never a text."""
 
 
-def source_name(url: str) -> str:
-    """What chunks, rejects, the index and the manifest say a file is: its URL without credentials."""
-    return encodable(redact_url(url))
-
-
 @dataclass(frozen=True)
 class Unopened:
     """A Parquet value of a type that is no text (a list, a struct, a timestamp; an integer too, as the
@@ -77,7 +72,7 @@ class FileContext:
 
     def __post_init__(self) -> None:
         remember_credentials(self.file.url)  # this process scrubs them from its logs too
-        self.source = source_name(self.file.url)
+        self.source = self.file.source
         self.name = encodable(self.file.relative_path)  # the id of the file's whole-file document or reject
 
     def reject(self, record: int, doc_id: str, reason: str, message: str, bad_input: object = "") -> Reject:

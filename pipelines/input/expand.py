@@ -8,6 +8,7 @@ fsspec lists the stored files on any protocol (local, ``s3://``, ``gs://``, ``az
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import json
 import logging
@@ -29,7 +30,8 @@ from fsspec.utils import glob_translate
 from pipelines.errors import InputError
 from pipelines.output.identity import local_paths_below
 from pipelines.output.layout import CHUNK_SUFFIX, PARTITION_COLUMN
-from pipelines.redact import bounded, redact_url, remember_credentials
+from pipelines.records import encodable
+from pipelines.redact import bounded, environment_held, redact_url, remember_credentials
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,16 @@ class InputFile:
         object.__setattr__(file, "stamp", file_stamp(info, file.relative_path))
         return file
 
+    @functools.cached_property
+    def source(self) -> str:
+        """:func:`source_name` of its URL, worked out once: the launch asks it of every file several times."""
+        return source_name(self.url)
+
+
+def source_name(url: str) -> str:
+    """What chunks, rejects, the index and the manifest say a file is: its URL without credentials."""
+    return encodable(redact_url(url))
+
 
 def sample_corpus_glob() -> str:
     """Where the bundled sample corpus is, from a checkout or an installed package."""
@@ -87,10 +99,12 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
         for pattern in patterns:
             _refuse_output_inside(pattern, output)
     found: dict[str, InputFile] = {}
+    real_folders: dict[str, str] = {}  # a folder's real path, resolved once for all its files
     listed, skipped = 0, []
     for pattern in patterns:
         try:
-            files, hidden = _expand(pattern)
+            with environment_held():  # each file's path is redacted: the environment is read once, not per file
+                files, hidden = _expand(pattern)
         except InputError:
             raise
         except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
@@ -102,7 +116,7 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
         listed += len(files)
         skipped += hidden
         for file in files:
-            key = _identity(file.url)
+            key = _identity(file.url, real_folders)
             if key not in found or _preferred(file) < _preferred(found[key]):
                 found[key] = file
     if listed > len(found):
@@ -119,9 +133,18 @@ def _preferred(file: InputFile) -> tuple[int, str, str]:
     return -file.relative_path.count("/"), file.url, file.relative_path
 
 
-def _identity(url: str) -> str:
-    """What makes two paths the same file: the real path of a local file, else the URL."""
-    return url if "://" in url else os.path.realpath(url)
+def _identity(url: str, real_folders: dict[str, str]) -> str:
+    """What makes two paths the same file: the real path of a local file, else the URL. A file that is no
+    symlink has its folder's real path and its own name: the folder is resolved once (``real_folders``), not
+    every part of the path again for each of its files."""
+    if "://" in url:
+        return url
+    folder, name = os.path.split(url)
+    if name in ("", ".", "..") or os.path.islink(url):
+        return os.path.realpath(url)
+    if folder not in real_folders:
+        real_folders[folder] = os.path.realpath(folder or os.curdir)
+    return os.path.join(real_folders[folder], name)
 
 
 def _refuse_output_inside(pattern: str, output: str) -> None:
