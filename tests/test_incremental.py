@@ -33,6 +33,7 @@ import pipelines.incremental.index
 import pipelines.incremental.previous
 import pipelines.input.read
 import pipelines.output.commit
+import zerda_core
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental.classify import kept_records
@@ -1230,6 +1231,33 @@ def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_by
     full = run(_argv(corpus, fresh))
     assert manifest["counts"] == full["counts"]
     assert _rows(output) == _rows(fresh)
+
+
+def test_a_chunked_document_reaches_the_comparison_as_its_values_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed document's new index row goes to its partition's comparison as its values, without the names
+    of its fields or the values every row of the run shares (the settings fingerprint, zerda's version): the
+    runner holds the elements of that shuffle, and they grow with the change. The index written is a full run's."""
+    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+    corpus.mkdir()
+    docs = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(40)]
+    _write_jsonl(corpus / "many.jsonl", docs)
+    _age(*corpus.iterdir())
+    run(_argv(corpus, output))
+    docs[7] = ("m7", _doc(1000))
+    _write_jsonl(corpus / "many.jsonl", docs)
+    _age(*corpus.iterdir())
+    compared = _spy_outputs(monkeypatch, pipelines.incremental.compare._ComparePartition)
+    manifest = run(_argv(corpus, output, "--incremental"))
+    (sent,) = [row for (_, grouped), _ in compared for _, row in grouped["rows"]]
+    data = pickle.dumps(sent)
+    assert isinstance(sent, tuple) and b"chunk_file" not in data and b"doc_id" not in data
+    shared = _table(output, "_index")[0]["config_fingerprint"], zerda_core.__version__
+    assert all(value.encode() not in data for value in shared)
+    assert manifest["changes"]["documents_changed"] == 1
+    run(_argv(corpus, fresh))
+    assert _index(output) == _index(fresh)
 
 
 def test_an_index_is_planned_from_its_documents_or_its_bytes_whichever_asks_more() -> None:

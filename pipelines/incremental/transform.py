@@ -90,7 +90,7 @@ class ChunkIncrementally(beam.PTransform):
             _TOTALS, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
-        describe = functools.partial(_index_row, fingerprint=self._fingerprint, partitions=partitions)
+        describe = functools.partial(_index_row, partitions=partitions)
         written = chunked.chunks | "WriteChunks" >> self._write_chunks(describe)
         rejects, reports, totals = chunked.rejects, None, split[_TOTALS]
         if self._unchanged:  # files not read: their totals and rejects join those of the records read
@@ -115,9 +115,9 @@ class ChunkIncrementally(beam.PTransform):
             }
             | "ByPartition" >> beam.CoGroupByKey()
             | "Compare"
-            >> beam.ParDo(_ComparePartition(previous, partitions, output, self._run_id, compression)).with_outputs(
-                _CHANGES, _FACTS, _DROPPED, _IDS, main="index"
-            )
+            >> beam.ParDo(
+                _ComparePartition(previous, partitions, output, self._run_id, compression, self._fingerprint)
+            ).with_outputs(_CHANGES, _FACTS, _DROPPED, _IDS, main="index")
         )
         counted = (
             {"partition": every_partition, "change": compared[_IDS]}
