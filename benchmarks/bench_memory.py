@@ -21,6 +21,7 @@ ratios between the two sizes go to ``benchmarks/results/incremental_memory.md`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -339,6 +340,7 @@ class RunFigures:
     wall_s: float
     launch_s: float | None  # the launcher alone, until its first child process
     launch_rss_kib: int  # the launcher's peak RSS by then
+    launch_cpu_s: float  # the launcher's CPU time (user and system) by then: less of the shared machine's load
     processes: list[ProcessPeak]
     manifest: dict[str, Any]
 
@@ -374,6 +376,7 @@ class Sampler(threading.Thread):
         self.seen: dict[int, ProcessPeak] = {pid: ProcessPeak(pid, "launcher")}
         self.launch_s: float | None = None
         self.launch_rss_kib = 0
+        self.launch_cpu_s = 0.0
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -390,6 +393,9 @@ class Sampler(threading.Thread):
         if children and self.launch_s is None:
             self.launch_s = now
             self.launch_rss_kib = max(peak_rss_kib(self.root.pid), self.seen[self.root.pid].peak_kib)
+            with contextlib.suppress(psutil.Error):
+                times = self.root.cpu_times()
+                self.launch_cpu_s = times.user + times.system
             if self.stop_at_launch:  # a launch probe: the run stops as for a scheduler's SIGTERM, OUTPUT kept
                 self.root.send_signal(signal.SIGTERM)
         for proc in [self.root, *children]:
@@ -430,7 +436,7 @@ def measured_run(corpus: Path, out: Path, stop_at_launch: bool = False) -> RunFi
         raise RuntimeError(f"zerda-rechunk --incremental exited {code}: {stderr.strip()[-2000:]}")
     manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
     processes = sorted(sampler.seen.values(), key=lambda p: p.first_seen_s)
-    return RunFigures(wall, sampler.launch_s, sampler.launch_rss_kib, processes, manifest)
+    return RunFigures(wall, sampler.launch_s, sampler.launch_rss_kib, sampler.launch_cpu_s, processes, manifest)
 
 
 def check_counts(manifest: dict[str, Any], documents: int, files: int, changed_docs: int, changed_files: int) -> None:
@@ -461,16 +467,20 @@ class SizeResult:
     changed_files: int
     changed_docs: int
     run: RunFigures
-    launches: list[tuple[float, int]]  # (seconds, launcher KiB) of each launch probe
+    launches: list[tuple[float, int, float]]  # (seconds, launcher KiB, launcher CPU seconds) of each launch probe
 
     @property
     def launch_s(self) -> float:
         """The median launch time: of the probes and the measured run (a shared machine's noise is large)."""
-        return statistics.median([t for t, _ in self.launches])
+        return statistics.median([t for t, _, _ in self.launches])
+
+    @property
+    def launch_cpu_s(self) -> float:
+        return statistics.median([cpu for _, _, cpu in self.launches])
 
     @property
     def launch_kib(self) -> int:
-        return max(kib for _, kib in self.launches)
+        return max(kib for _, kib, _ in self.launches)
 
 
 def measure_size(documents: int, files: int, seed: int, scratch: Path, launch_probes: int) -> SizeResult:
@@ -488,7 +498,7 @@ def measure_size(documents: int, files: int, seed: int, scratch: Path, launch_pr
         raise RuntimeError("a launch probe, stopped, changed the previous output")
     run = measured_run(corpus, out)
     check_counts(run.manifest, docs_per_file * files, files, changed_docs, changed_files)
-    launches = [(r.launch_s, r.launch_rss_kib) for r in [*probes, run] if r.launch_s is not None]
+    launches = [(r.launch_s, r.launch_rss_kib, r.launch_cpu_s) for r in [*probes, run] if r.launch_s is not None]
     result = SizeResult(docs_per_file * files, files, build_s, previous_mb, changed_files, changed_docs, run, launches)
     print(f"bench: {documents:,} documents: {summary_line(result)}", flush=True)
     shutil.rmtree(corpus, ignore_errors=True)
@@ -502,10 +512,11 @@ def _mib(kib: int) -> float:
 
 def summary_line(r: SizeResult) -> str:
     peaks = ", ".join(f"{p.role} {_mib(p.peak_kib):,.0f}" for p in r.run.processes)
-    launch = ", ".join(f"{t:.1f}" for t, _ in r.launches)
+    launch = ", ".join(f"{t:.1f}" for t, _, _ in r.launches)
     return (
         f"wall {r.run.wall_s:.1f} s; peak RSS MiB: {peaks}; max {_mib(r.run.max_kib):,.0f}; "
-        f"launcher until its first child {launch} s (median {r.launch_s:.1f}) at {_mib(r.launch_kib):,.0f} MiB"
+        f"launcher until its first child {launch} s (median {r.launch_s:.1f}; CPU {r.launch_cpu_s:.2f} s) at"
+        f" {_mib(r.launch_kib):,.0f} MiB"
     )
 
 
@@ -531,19 +542,22 @@ def report(argv: Sequence[str], results: list[SizeResult]) -> str:
         " unchanged and files not read as the change asks. One run per size. The launch (the launcher alone, until"
         " its first child process, the first worker, appears) is timed in that run and in"
         f" {args_probes(argv)} launch probes before it (runs stopped by SIGTERM at that moment, the previous"
-        " output checked unchanged): the median is compared.",
+        " output checked unchanged): the median is compared, and the median of the launcher's CPU time by then"
+        " (user and system), which the load of a shared machine changes less.",
         "",
         "| documents | files | previous output MB | build s | changed docs | files not read | wall s |"
-        " launch s, median (each) | launcher RSS at launch MiB | peak RSS MiB per process | max MiB |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+        " launch s, median (each) | launch CPU s, median | launcher RSS at launch MiB | peak RSS MiB per process |"
+        " max MiB |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     for r in results:
         ch = r.run.manifest["changes"]
         peaks = ", ".join(f"{p.role} {_mib(p.peak_kib):,.0f}" for p in r.run.processes)
-        launch = f"{r.launch_s:.1f} ({', '.join(f'{t:.1f}' for t, _ in r.launches)})"
+        launch = f"{r.launch_s:.1f} ({', '.join(f'{t:.1f}' for t, _, _ in r.launches)})"
         lines.append(
             f"| {r.documents:,} | {r.files} | {r.previous_mb:,.0f} | {r.build_s:.0f} | {ch['documents_changed']:,} |"
-            f" {ch['files_unchanged']} | {r.run.wall_s:.1f} | {launch} | {_mib(r.launch_kib):,.0f} |"
+            f" {ch['files_unchanged']} | {r.run.wall_s:.1f} | {launch} | {r.launch_cpu_s:.2f} |"
+            f" {_mib(r.launch_kib):,.0f} |"
             f" {peaks} | {_mib(r.run.max_kib):,.0f} |"
         )
     lines += ["", *ratio_lines(results), ""]
@@ -588,6 +602,10 @@ def ratio_lines(results: list[SizeResult]) -> list[str]:
     row("peak RSS, largest process", _mib(small.run.max_kib), _mib(large.run.max_kib), "MiB")
     row("launcher wall time until its first child (median)", small.launch_s, large.launch_s, "s")
     row("launcher RSS at that moment (largest)", _mib(small.launch_kib), _mib(large.launch_kib), "MiB")
+    lines.append(
+        f"| launcher CPU time until its first child (median; no target: the wall time's share of the work) |"
+        f" {small.launch_cpu_s:.2f} s | {large.launch_cpu_s:.2f} s | {large.launch_cpu_s / small.launch_cpu_s:.2f}x | |"
+    )
     lines.append(
         f"| wall time of the run (no target) | {small.run.wall_s:.1f} s | {large.run.wall_s:.1f} s |"
         f" {large.run.wall_s / small.run.wall_s:.2f}x | |"
