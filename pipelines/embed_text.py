@@ -12,12 +12,16 @@ format specs, conversions or attribute access): a template is data from a config
 
 from __future__ import annotations
 
+import functools
 import string
 
 from zerda_core.chunks import DocumentChunk
 
 PLACEHOLDERS = ("section", "doc_id", "source", "text")
 EMBED_TEXT_KEY = "embed_text"  # the metadata.extra key (and the job's column) that holds the rendered text
+# What ``render`` does, by number: a template rendered another way gives other rows from the same settings,
+# so the number is in every fingerprint of chunks made with a template (``identity``) and goes up with each change.
+RENDERING = 2
 TEMPLATE_RULE = "null or a template with {text} and no placeholder but {section}, {doc_id}, {source}"
 
 
@@ -53,8 +57,18 @@ def check_template(template: str | None) -> str | None:
     return template
 
 
+def identity(template: str | None) -> dict[str, object] | None:
+    """What a fingerprint holds of a template: the template and how it is rendered (None stays None, so the
+    fingerprints of settings without a template do not move when the rendering does)."""
+    return None if template is None else {"template": template, "rendering": RENDERING}
+
+
 def render(template: str, chunk: DocumentChunk) -> str:
-    """The chunk's embedding text: the template filled from the chunk and its metadata."""
+    """The chunk's embedding text: the template filled from the chunk and its metadata.
+
+    Context that fills to white space only (``{section}\n\n`` before a chunk without a heading) is left out,
+    so the embedder never gets blank lines for nothing; the chunk's own text is always whole.
+    """
     meta = chunk.metadata
     section = meta.extra.get("section")
     values = {
@@ -63,4 +77,23 @@ def render(template: str, chunk: DocumentChunk) -> str:
         "source": meta.source,
         "text": chunk.text,
     }
-    return template.format_map(values)
+    parts: tuple[list[str], list[str]] = ([], [])  # what the template puts before its first {text}, and after it
+    side = 0
+    for literal, name in _fields(template):
+        parts[side].append(literal)
+        if name == "text" and side == 0:
+            side = 1
+        elif name is not None:
+            parts[side].append(values[name])
+    before, after = ("".join(p) for p in parts)
+    return _context(before) + chunk.text + _context(after)
+
+
+def _context(filled: str) -> str:
+    return filled if filled.strip() else ""
+
+
+@functools.lru_cache(maxsize=64)
+def _fields(template: str) -> tuple[tuple[str, str | None], ...]:
+    """The template's (literal text, placeholder name or None) pairs, parsed once per template."""
+    return tuple((literal, name) for literal, name, _, _ in string.Formatter().parse(template))

@@ -25,6 +25,7 @@ import yaml
 
 import zerda_core
 from pipelines.embed_text import TEMPLATE_RULE, template_problem
+from pipelines.embed_text import identity as embed_text_identity
 from pipelines.errors import SettingsError
 from pipelines.output.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
@@ -369,6 +370,7 @@ class Settings:
         for key in ("incremental", "table", "catalog"):
             del settings["output"][key]
         settings["chunking"] = self.chunking.identity()
+        settings["output"]["embed_text"] = embed_text_identity(self.output.embed_text)
         del settings["input"]["split_bytes"]
         return _fingerprint(settings)
 
@@ -383,7 +385,7 @@ def config_fingerprint(chunking: ChunkingSettings, embed_text: str | None = None
     ``ZerdaChunker``'s metadata): a short hash of what cuts a document and renders its chunks' text, the
     chunking settings and the ``embed_text`` template, with the zerda and density versions. Equal fingerprints, equal
     chunks of equal documents; how files are read and written (``input``, the output's layout) is not in it."""
-    return _fingerprint({"chunking": chunking.identity(), "embed_text": embed_text})
+    return _fingerprint({"chunking": chunking.identity(), "embed_text": embed_text_identity(embed_text)})
 
 
 def _fingerprint(settings: Mapping[str, Any]) -> str:

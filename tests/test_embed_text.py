@@ -12,6 +12,7 @@ from apache_beam.ml.transforms.base import MLTransform
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines import embed_text
 from pipelines.chunk_text import ChunkText
 from pipelines.cli.rechunk import main, run
 from pipelines.embed_text import check_template, render, template_problem
@@ -65,7 +66,10 @@ def test_templates_render_the_context_and_keep_literal_braces() -> None:
     rendered = render("{{{doc_id}}} {source}: {section} | {text}", chunk)
     assert rendered == f"{{guide}} guide.md: {chunk.metadata.extra['section']} | {chunk.text}"
     plain = SETTINGS.chunker().chunk("A plain sentence of prose. " * 20, "p", "p.txt")[0]
-    assert render(TEMPLATE, plain) == "\n\n" + plain.text, "no heading: {section} is empty"
+    assert render(TEMPLATE, plain) == plain.text, "no heading: context of white space only is left out"
+    assert render("{text}\n\n{section}", plain) == plain.text
+    assert render("{doc_id}: {section}\n\n{text}", plain) == "p: \n\n" + plain.text, "other context is kept"
+    assert render("{text} | {text}", plain) == f"{plain.text} | {plain.text}"
 
 
 def test_the_template_is_in_the_fingerprint_and_off_by_default() -> None:
@@ -74,6 +78,15 @@ def test_the_template_is_in_the_fingerprint_and_off_by_default() -> None:
     on = Settings.from_dict({"output": {"embed_text": TEMPLATE}})
     other = Settings.from_dict({"output": {"embed_text": "{doc_id}: {text}"}})
     assert len({default.fingerprint, on.fingerprint, other.fingerprint}) == 3
+
+
+def test_a_new_rendering_moves_the_fingerprints_of_templates_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    default, on = Settings(), Settings.from_dict({"output": {"embed_text": TEMPLATE}})
+    before = [default.fingerprint, default.config_fingerprint, on.fingerprint, on.config_fingerprint]
+    monkeypatch.setattr(embed_text, "RENDERING", embed_text.RENDERING + 1)
+    after = [default.fingerprint, default.config_fingerprint, on.fingerprint, on.config_fingerprint]
+    assert after[:2] == before[:2], "an output without a template keeps its fingerprint"
+    assert after[2] != before[2] and after[3] != before[3], "rows rendered another way are other rows"
 
 
 def test_a_bad_template_stops_the_job_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,7 +108,8 @@ def test_the_job_fills_embed_text_and_keeps_text_the_exact_slice(tmp_path: Path)
     table = read_chunks(output)
     assert_chunks_are_slices(table, source_texts([str(DATA)]))
     rows = table.to_pylist()
-    assert rows and all(row["embed_text"] == f"{row['section'] or ''}\n\n{row['text']}" for row in rows)
+    context = [f"{row['section']}\n\n" if row["section"] else "" for row in rows]
+    assert rows and all(row["embed_text"] == c + row["text"] for c, row in zip(context, rows, strict=True))
     guide = table.filter(pc.equal(table["doc_id"], "guide.md")).to_pylist()
     configuration = [r for r in guide if r["section"] == "Deploying the ingestion API > Configuration"]
     assert configuration, "the Markdown sample's chunks carry their heading path"
@@ -153,7 +167,8 @@ def test_zerda_chunker_embeds_the_rendered_text_and_keeps_the_slice_in_metadata(
             if template is None:
                 expected.append((sliced, None, c.metadata.start_char, c.metadata.end_char))
             else:
-                content = f"{c.metadata.extra.get('section') or ''}\n\n{sliced}"
+                section = c.metadata.extra.get("section")
+                content = f"{section}\n\n{sliced}" if section else sliced
                 expected.append((content, sliced, c.metadata.start_char, c.metadata.end_char))
         assert_that(chunks | beam.Map(_content_and_metadata), equal_to(expected))
         # the rendered text is the content, not metadata; without a template a document's own field is metadata
