@@ -14,7 +14,6 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -148,13 +147,14 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
     """What ``_estimate_density`` sums over windows: words, their characters, technical hits, long words,
     Arabic words, and distinct words and words of the vocabulary blocks.
 
-    The words are the runs of non-space characters (``found``), as ``str.split()`` cuts them.
+    The words are the runs of non-space characters (``found``), as ``str.split()`` cuts them. A page holds
+    a few thousand characters, so each numpy call's fixed cost weighs as much as its work: the words' keys
+    (``_word_keys``) serve both the technical words and the vocabulary.
     """
     codes, classes, starts, ends = found
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
-    words = Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32))
-    lengths = words.lengths
+    lengths = ends - starts
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
     arabic_words = long_words = 0
     letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
@@ -165,13 +165,14 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
         lengths = lengths[~arabic]
         long_words = _long_arabic_words(classes, letters_before)
     long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
+    keys = _word_keys(codes, classes, starts, ends)
     tech_hits = (
-        _technical_words(window, words, starts, ends)
+        _technical_words(window, keys, starts, ends)
         + int(np.count_nonzero(classes & CODE_MARK))
         + len(_DECIMAL.findall(window))
         + len(_COMPLEXITY.findall(window))
     )
-    distinct, block_words = _vocabulary(words, classes[starts])
+    distinct, block_words = _vocabulary(keys)
     return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
@@ -192,27 +193,30 @@ def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) 
     return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
-class Words(NamedTuple):
-    """The tokens of a window as numpy arrays: first and last code points, and lengths (what identifies a token
-    in ``_token_slots`` and ``_vocabulary``)."""
-
-    firsts: Codes
-    lasts: Codes
-    lengths: npt.NDArray[np.uint32]
+Keys = npt.NDArray[np.uint64]
+_CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
 
 
-def _token_slots(words: Words) -> npt.NDArray[np.uint32]:
-    """A slot in ``_TECHNICAL_SLOTS`` per token, from its first and last code points and its length.
+def _word_keys(codes: Codes, classes: Classes, starts: Offsets, ends: Offsets) -> Keys:
+    """A key per word that packs its first code point (A-Z lowercased), its last and its length, 21 bits each:
+    equal keys are equal (first, last, length) triples, what ``_vocabulary`` tells words apart by."""
+    keys = codes[starts].astype(np.uint64)
+    keys += (classes[starts] & ASCII_UPPER) >> 1
+    keys <<= _CODE_BITS
+    keys |= codes[ends - 1]
+    keys <<= _CODE_BITS
+    keys |= (ends - starts).view(np.uint64)
+    return keys
 
-    Equal tokens share a slot, so a token whose slot no technical word has is not one. In 32 bits (code
-    points have 21): 64-bit products cost half as much again.
-    """
-    mixed = words.firsts * _MIX[0] + words.lasts * _MIX[1] + words.lengths * _MIX[2]
-    return mixed >> np.uint32(32 - _SLOT_BITS)
+
+def _token_slots(keys: Keys) -> npt.NDArray[np.uint64]:
+    """A slot in ``_TECHNICAL_SLOTS`` per token, from its key (``_word_keys``): the top bits of a product that
+    spreads every bit of the key over them. Equal keys share a slot, so a token whose slot no technical word
+    has is not one (a token differing from one only in the case of its first letter is compared as a string)."""
+    return (keys * _MIX) >> np.uint64(64 - _SLOT_BITS)
 
 
-# odd constants whose (wrapping) products spread every input bit over the top bits
-_MIX = np.array([0x9E3779B9, 0xC2B2AE3D, 0x165667B1], np.uint32)
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd; its (wrapping) product spreads every input bit over the top bits
 _SLOT_BITS = 16
 
 
@@ -221,38 +225,28 @@ def _technical_slots() -> npt.NDArray[np.bool_]:
     codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
     starts, ends = runs((classes & SPACE) == 0)
     slots = np.zeros(1 << _SLOT_BITS, np.bool_)
-    slots[_token_slots(Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32)))] = True
+    slots[_token_slots(_word_keys(codes, classes, starts, ends))] = True
     return slots
 
 
 _TECHNICAL_SLOTS = _technical_slots()
 
 
-def _technical_words(window: str, words: Words, starts: Offsets, ends: Offsets) -> int:
+def _technical_words(window: str, keys: Keys, starts: Offsets, ends: Offsets) -> int:
     """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
     compared, so most tokens are never built or hashed as strings."""
-    found = _TECHNICAL_SLOTS.take(_token_slots(words)).nonzero()[0]
+    found = _TECHNICAL_SLOTS.take(_token_slots(keys)).nonzero()[0]
     spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
     return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
 
 
-_CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
-
-
-def _vocabulary(words: Words, first_classes: Classes) -> tuple[int, int]:
-    """Distinct words and words, summed over the vocabulary blocks; ``first_classes`` are the classes of each
-    token's first character.
-
-    A word's key packs its first code point (A-Z lowercased), its last and its length, 21 bits each, so equal
-    keys are equal (first, last, length) triples; sorting each block's keys puts equal ones side by side.
-    """
-    n = len(words.lengths)
-    width = min(VOCABULARY_WINDOW, n)
-    block = np.add.outer(_vocabulary_block_starts(n), np.arange(width))  # token indices, one row per block
-    firsts = words.firsts[block].astype(np.uint64) + ((first_classes[block] & ASCII_UPPER) >> 1)
-    keys = (firsts << _CODE_BITS | words.lasts[block]) << _CODE_BITS | words.lengths[block]
-    keys.sort(axis=1)
-    return len(block) + int(np.count_nonzero(keys[:, 1:] != keys[:, :-1])), block.size
+def _vocabulary(keys: Keys) -> tuple[int, int]:
+    """Distinct words and words, summed over the vocabulary blocks, words told apart by their keys
+    (``_word_keys``): sorting each block's keys puts equal ones side by side."""
+    width = min(VOCABULARY_WINDOW, len(keys))
+    blocks = keys[np.add.outer(_vocabulary_block_starts(len(keys)), np.arange(width))]  # one row per block
+    blocks.sort(axis=1)
+    return len(blocks) + int(np.count_nonzero(blocks[:, 1:] != blocks[:, :-1])), blocks.size
 
 
 def _vocabulary_block_starts(n: int) -> list[int]:
