@@ -542,9 +542,8 @@ class _Cutter:
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
         limit = 0  # the open chunk's reach (``_aim``)
-        s = ends.start_after(0)  # the current sentence's start
+        s, e = ends.next_sentence(0)  # the current sentence's start and end
         while s < len(self.text):
-            e = ends.first_after(s)
             while True:
                 if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
@@ -555,8 +554,8 @@ class _Cutter:
                 if fresh:
                     better = self._structural_end(ends, start, end, chunks[-1][1] if chunks else start)
                     if better != end:  # the chunk ends earlier: the sentence after it is another one
-                        end, s = better, ends.start_after(better)
-                        e = ends.first_after(s)
+                        end = better
+                        s, e = ends.next_sentence(better)
                     chunks.append((start, end, self.block))
                     start, fresh = self._next_start(start, end, e), False
                     limit = self._aim(start)
@@ -565,7 +564,7 @@ class _Cutter:
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(start, piece_end, e), piece_end
                 limit = self._aim(start)
-            s = ends.start_after(end)
+            s, e = ends.next_sentence(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)

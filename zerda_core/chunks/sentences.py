@@ -35,7 +35,6 @@ _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _SPACE_BEFORE_LF = re.compile(r"\n(?<=[^\S\n]\n)")
 _LF_RUN = re.compile(r"\n\n+")  # the same again, twice as fast, for text with no whitespace before a line feed
-_BLANK_LINE_AFTER = re.compile(r"[^\S\r\n]*" + _BLANK_LINE.pattern)
 _NON_SPACE = re.compile(r"\S")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _OPENERS = "\"'“‘«([{"
@@ -54,11 +53,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Split ``text`` into sentence spans; every non-whitespace character lies in one span."""
     ends = SentenceEnds(text)
     spans: list[tuple[int, int]] = []
-    start = ends.start_after(0)
+    start, end = ends.next_sentence(0)
     while start < len(text):
-        end = ends.first_after(start)
         spans.append((start, end))
-        start = ends.start_after(end)
+        start, end = ends.next_sentence(end)
     return spans
 
 
@@ -85,7 +83,9 @@ class SentenceEnds:
         ends.append(self.last)
         ends.sort()
         self.ends = ends
-        self._doubted: dict[int, bool] = {}  # is_end's answers for the ends after a dot or a closer
+        # is_end's answers for the ends after a dot or a closer; an end before a blank line is one whatever
+        # precedes it, known from the start (the commonest end a chunker asks about: a paragraph's last)
+        self._known = dict.fromkeys(blank_lines, True)
 
     def restructure(self, extra: list[int], keep_whole: list[tuple[int, int]]) -> None:
         """Add the ends in ``extra``; drop every end strictly inside one of the ``keep_whole`` spans.
@@ -94,13 +94,22 @@ class SentenceEnds:
         """
         self.ends = drop_inside(merge_sorted(self.ends, extra), keep_whole)
 
-    def first_after(self, position: int) -> int:
-        """The first end after ``position``; ``position`` must lie before the text's last visible character."""
+    def next_sentence(self, end: int) -> tuple[int, int]:
+        """The start and end of the sentence after ``end``: its first visible character at or after ``end``, and the
+        first end after that; the text's length twice when only whitespace follows.
+
+        One call where a chunker asks for both at every chunk.
+        """
+        text = self.text
+        found = _NON_SPACE.search(text, end)
+        if found is None:
+            return len(text), len(text)
+        start = found.start()
         ends = self.ends
-        i = bisect_right(ends, position)
+        i = bisect_right(ends, start)
         while not self.is_end(ends[i]):
             i += 1
-        return ends[i]
+        return start, ends[i]
 
     def last_within(self, limit: int) -> int:
         """The last end at or before ``limit``; there must be one after the text's first visible character."""
@@ -110,30 +119,19 @@ class SentenceEnds:
             i -= 1
         return ends[i]
 
-    def start_after(self, end: int) -> int:
-        """Where the next sentence starts: the first visible character at or after ``end``, else the text's length."""
-        found = _NON_SPACE.search(self.text, end)
-        return found.start() if found is not None else len(self.text)
-
     def is_end(self, end: int) -> bool:
         """Whether a possible end is one: not the dot of an abbreviation, unless a blank line follows."""
+        known = self._known.get(end)  # a chunker asks again about the ends it stepped over
+        if known is not None:
+            return known
         text = self.text
         mark = end - 1
         if text[mark] not in _DOT_OR_CLOSER:  # most ends: no dot to doubt
             return True
-        known = self._doubted.get(end)  # a chunker asks again about the ends it stepped over
-        if known is not None:
-            return known
         while mark > 0 and text[mark] in _CLOSERS:
             mark -= 1
-        known = (
-            text[mark] != "."
-            or text.startswith("\n\n", end)  # a paragraph's last dot, the commonest: spare the abbreviation check
-            or not _after_abbreviation(text, mark)
-            or end == self.last
-            or _BLANK_LINE_AFTER.match(text, end) is not None
-        )
-        self._doubted[end] = known
+        known = text[mark] != "." or not _after_abbreviation(text, mark) or end == self.last
+        self._known[end] = known
         return known
 
 
