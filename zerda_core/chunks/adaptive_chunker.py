@@ -156,16 +156,17 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
         return 0, 0, 0, 0, 0, 0, 0
     lengths = ends - starts
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
+    long_latin = lengths >= LONG_LATIN_WORD
     arabic_words = long_words = 0
     letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
     if letters is not None and np.count_nonzero(letters):
         letters_before = _letters_before(letters)
         arabic = letters_before[ends] > letters_before[starts]
         arabic_words = int(np.count_nonzero(arabic))
-        lengths = lengths[~arabic]
+        long_latin = long_latin > arabic  # and not Arabic
         long_words = _long_arabic_words(classes, letters_before)
-    long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
-    keys = _word_keys(codes, classes, starts, ends)
+    long_words += int(np.count_nonzero(long_latin))
+    keys = _word_keys(codes, classes, starts, ends, lengths)
     tech_hits = (
         _technical_words(window, keys, starts, ends)
         + int(np.count_nonzero(classes & CODE_MARK))
@@ -189,7 +190,7 @@ def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) 
     Dropping the diacritics joins the letters of a run of letters and diacritics, and only those: the long
     words are the runs of letters and diacritics holding 7+ letters (``letters_before`` counts them).
     """
-    starts, ends = runs((classes & (ARABIC_LETTER | ARABIC_DIACRITIC)) != 0)
+    starts, ends = runs(classes, ARABIC_LETTER | ARABIC_DIACRITIC)
     return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
@@ -197,15 +198,16 @@ Keys = npt.NDArray[np.uint64]
 _CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
 
 
-def _word_keys(codes: Codes, classes: Classes, starts: Offsets, ends: Offsets) -> Keys:
-    """A key per word that packs its first code point (A-Z lowercased), its last and its length, 21 bits each:
-    equal keys are equal (first, last, length) triples, what ``_vocabulary`` tells words apart by."""
+def _word_keys(codes: Codes, classes: Classes, starts: Offsets, ends: Offsets, lengths: Offsets) -> Keys:
+    """A key per word (``lengths``: ``ends - starts``) that packs its first code point (A-Z lowercased), its last and
+    its length, 21 bits each: equal keys are equal (first, last, length) triples, what ``_vocabulary`` tells words
+    apart by."""
     keys = codes[starts].astype(np.uint64)
-    keys += (classes[starts] & ASCII_UPPER) >> 1
+    keys += classes[starts] & ASCII_UPPER
     keys <<= _CODE_BITS
     keys |= codes[ends - 1]
     keys <<= _CODE_BITS
-    keys |= (ends - starts).view(np.uint64)
+    keys |= lengths.view(np.uint64)
     return keys
 
 
@@ -223,9 +225,9 @@ _SLOT_BITS = 16
 def _technical_slots() -> npt.NDArray[np.bool_]:
     """The slots (``_token_slots``) of the technical words."""
     codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
-    starts, ends = runs((classes & SPACE) == 0)
+    starts, ends = runs(classes, SPACE, outside=True)
     slots = np.zeros(1 << _SLOT_BITS, np.bool_)
-    slots[_token_slots(_word_keys(codes, classes, starts, ends))] = True
+    slots[_token_slots(_word_keys(codes, classes, starts, ends, ends - starts))] = True
     return slots
 
 
@@ -244,9 +246,12 @@ def _vocabulary(keys: Keys) -> tuple[int, int]:
     """Distinct words and words, summed over the vocabulary blocks, words told apart by their keys
     (``_word_keys``): sorting each block's keys puts equal ones side by side."""
     width = min(VOCABULARY_WINDOW, len(keys))
-    blocks = keys[np.add.outer(_vocabulary_block_starts(len(keys)), np.arange(width))]  # one row per block
+    blocks = keys[np.add.outer(_vocabulary_block_starts(len(keys)), _BLOCK_OFFSETS[:width])]  # one row per block
     blocks.sort(axis=1)
     return len(blocks) + int(np.count_nonzero(blocks[:, 1:] != blocks[:, :-1])), blocks.size
+
+
+_BLOCK_OFFSETS = np.arange(VOCABULARY_WINDOW)
 
 
 def _vocabulary_block_starts(n: int) -> list[int]:

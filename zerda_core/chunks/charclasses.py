@@ -22,8 +22,8 @@ CODE_MARK = 2  # one of CODE_PUNCTUATION
 ARABIC_LETTER = 4  # U+0620-U+064A, density's Arabic letters
 ARABIC_DIACRITIC = 8  # U+064B-U+0652, the harakat, tanween, shadda and sukun
 ARABIC_SCRIPT = 16  # the letters language detection counts as Arabic (with Persian and Urdu ones)
-LATIN = 32  # A-Z, a-z, U+00C0-U+024F
-ASCII_UPPER = 64  # A-Z; half the bit is what lowercases one: ord("A") + 32 == ord("a")
+ASCII_UPPER = 32  # A-Z; the bit is what lowercases one: ord("A") + 32 == ord("a")
+LATIN = 64  # A-Z, a-z, U+00C0-U+024F
 CODE_PUNCTUATION = "{}<>[]()="
 _LAST_SPACE = 0x3000  # the highest code point str.isspace() accepts (tests/test_density.py checks it)
 
@@ -59,10 +59,14 @@ def code_points(text: str) -> tuple[Codes, Classes]:
     return codes, _TABLE.take(codes, mode="clip")  # code points past the table take its last entry: no class
 
 
-def runs(mask: Mask) -> tuple[Offsets, Offsets]:
-    """Starts and ends of the runs of ``True`` in ``mask``: ``str.split()``'s tokens for a mask of non-spaces."""
-    padded = np.zeros(len(mask) + 2, np.bool_)  # a run at either end has an edge too
-    padded[1:-1] = mask
+def runs(classes: Classes, bits: int, *, outside: bool = False) -> tuple[Offsets, Offsets]:
+    """Starts and ends of the runs of characters holding any of the class ``bits`` (with ``outside``, none of them):
+    ``str.split()``'s tokens for ``SPACE, outside=True``.
+
+    The mask is written straight into its padded copy: on a page, each numpy call costs as much as its work.
+    """
+    padded = np.zeros(len(classes) + 2, np.bool_)  # a run at either end has an edge too
+    (np.equal if outside else np.not_equal)(classes & bits, 0, out=padded[1:-1])
     edges = (padded[1:] != padded[:-1]).nonzero()[0]  # np.flatnonzero's wrappers cost more than the scan on a page
     return edges[0::2], edges[1::2]
 
@@ -79,4 +83,4 @@ class Scan(NamedTuple):
 def scan(text: str) -> Scan:
     """``text`` classified once, for the density and the language detection of one document to share."""
     codes, classes = code_points(text)
-    return Scan(codes, classes, *runs((classes & SPACE) == 0))
+    return Scan(codes, classes, *runs(classes, SPACE, outside=True))
