@@ -528,6 +528,7 @@ class _Cutter:
         self.block = 0
         self.target = sizing.targets[0]
         self.overlap = min(overlap, self.target // 2)
+        self.structural = int(self.target * STRUCTURE_SHARE)  # how far into a chunk a structural end is wanted
 
     def _aim(self, start: int | None) -> int:
         """Take the target and overlap of the block holding ``start`` (a new chunk's start), and return the
@@ -538,6 +539,7 @@ class _Cutter:
             self.block = self.sizing.block_at(start)
             self.target = self.sizing.targets[self.block]
             self.overlap = min(self.max_overlap, self.target // 2)
+            self.structural = int(self.target * STRUCTURE_SHARE)
         return self.measure.ahead(start, self.target)
 
     def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
@@ -548,7 +550,8 @@ class _Cutter:
         fresh = False  # whether the open chunk holds text the previous chunk does not
         limit = 0  # the open chunk's reach (``_aim``)
         s, e = ends.next_sentence(0)  # the current sentence's start and end
-        while s < len(self.text):
+        length = len(self.text)
+        while s < length:
             while True:
                 if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
@@ -578,8 +581,8 @@ class _Cutter:
         """The last structural end in ``[start + STRUCTURE_SHARE * target, end]`` past ``previous_end`` (the
         chunk before it ends there: a chunk starting in its overlap must still advance), else ``end``."""
         breaks = self.breaks
-        lowest = self.measure.ahead(start, int(self.target * STRUCTURE_SHARE))
-        floor = max(start, previous_end)
+        lowest = self.measure.ahead(start, self.structural)
+        floor = start if start > previous_end else previous_end  # a conditional, not max(): a call per chunk
         i = bisect_right(breaks, end) - 1
         while i >= 0 and breaks[i] >= lowest:
             if breaks[i] > floor and ends.is_end(breaks[i]):
@@ -596,8 +599,12 @@ class _Cutter:
         if self.overlap == 0:
             return None
         measure = self.measure
-        lowest = max(measure.back(end, self.overlap), start + 1)
-        fitting = max(lowest, measure.back(next_end, self.target))
+        lowest = measure.back(end, self.overlap)
+        if lowest <= start:
+            lowest = start + 1
+        fitting = measure.back(next_end, self.target)
+        if fitting < lowest:
+            fitting = lowest
         word = _WORD_START.search(self.text, fitting, end) if fitting < end else None
         if word is not None:
             return word.start()
