@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import REPO
+from tests.common import DATA, REPO
 
 SCRIPTS = sorted(set(re.findall(r"benchmarks/(bench_\w+)\.py", (REPO / "Makefile").read_text(encoding="utf-8"))))
 
@@ -48,3 +48,17 @@ def test_bench_memory_builds_an_output_zerda_carries(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'documents_unchanged': 300" in done.stdout and "'files_unchanged': 3" in done.stdout
+
+
+def test_the_cost_per_chunk_times_zerda_at_fixed_and_at_its_own_sizes() -> None:
+    """bench_chunker's cost per chunk: a row per chunker and pair of settings, the second about twice the chunks."""
+    from benchmarks.bench_chunker import Corpus, bench_chunk_cost, cost_runs
+    from benchmarks.tools import Sizes, zerda_tool
+
+    text = (DATA / "english_prose.txt").read_text(encoding="utf-8")
+    data = Corpus("prose", ["\n\n".join([text] * 8)] * 2, "tests/data", real=True, budgets=[(0, 0)] * 2)
+    rows = bench_chunk_cost(data, cost_runs([zerda_tool(Sizes())]), reps=2, max_bytes=10**6, seed=1)
+    assert [row.tool for row in rows] == ["zerda AdaptiveChunker", "zerda AdaptiveChunker, own sizing"]
+    for row in rows:
+        assert 1.5 <= row.chunks[1] / row.chunks[0] <= 3, row
+        assert all(len(times) == 2 and min(times) > 0 for times in row.seconds), row
