@@ -20,19 +20,17 @@ import numpy.typing as npt
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.charclasses import (
-    ARABIC_DIACRITIC,
     ARABIC_LETTER,
     ASCII_UPPER,
     CODE_MARK,
-    SPACE,
     Classes,
     Codes,
     Mask,
     Offsets,
     Scan,
     code_points,
-    runs,
     scan,
+    words,
 )
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
@@ -55,7 +53,7 @@ TECHNICAL_WORDS = frozenset(
 )
 # What ``_estimate_density`` computes, by number: a new formula gives other chunks of the same text, so the
 # number is part of every fingerprint of chunks (pipelines/settings.py) and goes up with each change of it.
-DENSITY_VERSION = 2
+DENSITY_VERSION = 3
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
@@ -100,11 +98,12 @@ def _estimate_density(text: str) -> float:
       the English words of the same pages: short vowels are unwritten). Plain English
       prose scores about 0.2, Python source about 0.6.
     - complex words (0.1, the reference page's Arabic complex hits, made script-neutral):
-      the share of long words among all words, times 2, capped at 1. A long word is a run
-      of 7+ Arabic letters (the page's indicator; diacritics U+064B-U+0652 between letters
-      are skipped) or a non-Arabic word of ``LONG_LATIN_WORD`` (8)+ characters (about as
-      frequent in English as 7-letter words in Arabic, on the handbook's parallel pages:
-      23% and 21% of words).
+      the share of long words among all words, times 2, capped at 1. A long word is an
+      Arabic word holding 7+ Arabic letters (the page's indicator, Arabic words of 7+
+      characters, its diacritics U+064B-U+0652 and the punctuation glued to it not counted:
+      the letter counts that tell Arabic words apart already give it) or a non-Arabic word
+      of ``LONG_LATIN_WORD`` (8)+ characters (about as frequent in English as 7-letter words
+      in Arabic, on the handbook's parallel pages: 23% and 21% of words).
     The text is scanned in 1 MiB windows, so memory stays bounded on huge documents (each
     window gives its own vocabulary blocks). Each window is classified character by character in
     numpy (:mod:`zerda_core.chunks.charclasses`): Arabic costs what ASCII costs.
@@ -161,10 +160,11 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
     letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
     if letters is not None and np.count_nonzero(letters):
         letters_before = _letters_before(letters)
-        arabic = letters_before[ends] > letters_before[starts]
+        word_letters = letters_before[ends] - letters_before[starts]
+        arabic = word_letters > 0
         arabic_words = int(np.count_nonzero(arabic))
         long_latin = long_latin > arabic  # and not Arabic
-        long_words = _long_arabic_words(classes, letters_before)
+        long_words = int(np.count_nonzero(word_letters >= ARABIC_LONG_WORD))
     long_words += int(np.count_nonzero(long_latin))
     keys = _word_keys(codes, classes, starts, ends, lengths)
     tech_hits = (
@@ -182,16 +182,6 @@ def _letters_before(letters: Mask) -> npt.NDArray[np.int32]:
     before = np.zeros(len(letters) + 1, np.int32)
     letters.cumsum(out=before[1:])
     return before
-
-
-def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) -> int:
-    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped.
-
-    Dropping the diacritics joins the letters of a run of letters and diacritics, and only those: the long
-    words are the runs of letters and diacritics holding 7+ letters (``letters_before`` counts them).
-    """
-    starts, ends = runs(classes, ARABIC_LETTER | ARABIC_DIACRITIC)
-    return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
 
 
 Keys = npt.NDArray[np.uint64]
@@ -225,7 +215,7 @@ _SLOT_BITS = 16
 def _technical_slots() -> npt.NDArray[np.bool_]:
     """The slots (``_token_slots``) of the technical words."""
     codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
-    starts, ends = runs(classes, SPACE, outside=True)
+    starts, ends = words(classes)
     slots = np.zeros(1 << _SLOT_BITS, np.bool_)
     slots[_token_slots(_word_keys(codes, classes, starts, ends, ends - starts))] = True
     return slots
