@@ -349,19 +349,28 @@ class AdaptiveChunker(BaseChunker):
         structure = find_structure(text)
         spans, token_counts = self._cut(text, sizing, structure, measure, whole)
         del whole  # its arrays (about 15 bytes a character) are not held while the chunks are built
-        adaptive = ChunkType.ADAPTIVE
-        extras = [{"density": density, "target_size": t} for t in sizing.targets]
-        if sizing.densities is not None:
-            for extra, local in zip(extras, sizing.densities, strict=True):
-                extra["local_density"] = local
-        # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk.
+        adaptive, targets = ChunkType.ADAPTIVE, sizing.targets
+        # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk; a dict
+        # display, a quarter less than a copy of a shared one.
         chunks = [
             DocumentChunk(
                 text[start:end],
-                ChunkMetadata(doc_id, source, index, adaptive, language, start, end, dict(extras[block])),
+                ChunkMetadata(
+                    doc_id,
+                    source,
+                    index,
+                    adaptive,
+                    language,
+                    start,
+                    end,
+                    {"density": density, "target_size": targets[block]},
+                ),
             )
             for index, (start, end, block) in enumerate(spans)
         ]
+        if sizing.densities is not None:
+            for chunk, (_, _, block) in zip(chunks, spans, strict=True):
+                chunk.metadata.extra["local_density"] = sizing.densities[block]
         if token_counts is not None:
             for chunk, count in zip(chunks, token_counts, strict=True):
                 chunk.metadata.extra["token_count"] = count
