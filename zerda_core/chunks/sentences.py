@@ -183,10 +183,10 @@ def _visible_end(text: str, end: int) -> int:
 
 def _after_abbreviation(text: str, start: int) -> bool:
     """Whether the dot at ``start`` is the single dot of an abbreviation, an initial or an acronym."""
-    if text[start + 1 : start + 2] in _MARKS or not text[start - 1 : start].isalpha():
+    if not text[start - 1 : start].isalpha() or text[start + 1 : start + 2] in _MARKS:
         return False
     if start >= 7 and text[start - 7 : start].isalpha():  # no abbreviation is 7 letters long: skip the rest
         return False
-    words = text[max(0, start - 12) : start].rsplit(None, 1)
-    token = words[-1].lstrip(_OPENERS) if words else ""
+    # a letter precedes the dot, so the last word before it is never empty
+    token = text[start - 12 if start > 12 else 0 : start].rsplit(None, 1)[-1].lstrip(_OPENERS)
     return len(token) == 1 or token.lower() in ABBREVIATIONS or ("." in token and _ACRONYM.fullmatch(token) is not None)
