@@ -340,15 +340,15 @@ class AdaptiveChunker(BaseChunker):
                 raise TypeError(f"{name} must be str, got {type(value).__name__} (pass str({name}) for a number)")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        raw_density, whole = _density_and_scan(text)  # the text classified once: density, language, sentence ends
+        raw_density, whole = _density_and_scan(text)  # the text classified once, for the density and the language
         density, target, _ = self._sizing(raw_density)
         language = detect_language(text, whole and whole.classes) if self.language == "auto" else self.language
+        del whole  # its arrays (about 15 bytes a character) are not held while the text is cut
         measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
         by_section = self.density_scope == "section"
         sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
         structure = find_structure(text)
-        spans, token_counts = self._cut(text, sizing, structure, measure, whole)
-        del whole  # its arrays (about 15 bytes a character) are not held while the chunks are built
+        spans, token_counts = self._cut(text, sizing, structure, measure)
         adaptive, targets = ChunkType.ADAPTIVE, sizing.targets
         # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk; a dict
         # display, a quarter less than a copy of a shared one.
@@ -381,10 +381,9 @@ class AdaptiveChunker(BaseChunker):
         return chunks
 
     def _cut(
-        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure, whole: Scan | None
+        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure
     ) -> tuple[list[tuple[int, int, int]], list[int] | None]:
-        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count; ``whole``: the
-        text's scan, when there is one for all of it.
+        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count.
 
         In tokens the cut measures the document's tokens; a chunk tokenized alone may count a few
         more at its edges. Then the document is cut again with every target lowered by the worst
@@ -393,7 +392,7 @@ class AdaptiveChunker(BaseChunker):
         margin = 0
         while True:
             aimed = sizing.lowered(margin)
-            ends = SentenceEnds(text, whole)
+            ends = SentenceEnds(text)
             breaks = _keep_fences_whole(ends, structure, aimed, measure)
             spans = _Cutter(text, aimed, self.overlap, self.min_chunk_size, breaks, measure).cut(ends)
             if self._tokens is None:
