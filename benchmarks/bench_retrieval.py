@@ -25,6 +25,7 @@ from __future__ import annotations
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,8 @@ from benchmarks.questions import Question, RetrievalCorpus
 from benchmarks.scaffold import RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
 from pipelines.evaluation import questions as asked
 from pipelines.evaluation.evaluate import Result, evaluate, stderr_progress
-from pipelines.evaluation.metrics import Span
-from pipelines.evaluation.retrievers import BM25, Retriever, WordLlamaRetriever
+from pipelines.evaluation.metrics import RESAMPLES, Span, bootstrap
+from pipelines.evaluation.retrievers import BM25, Hybrid, Retriever, WordLlamaRetriever
 from pipelines.evaluation.splitters import PEERS, Splitter, peer_splitters, zerda_splitter
 from pipelines.settings import ChunkingSettings
 
@@ -97,24 +98,112 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def verdicts(rows: list[Row]) -> list[str]:
-    """For each zerda configuration and budget in one corpus and retriever: its recall beside the best peer's.
+@dataclass(frozen=True)
+class Cell:
+    """zerda's recall at one budget beside the best peer's, on one corpus and retriever.
 
-    The standard error is that of the mean per-question difference; |difference| under two of them is a tie.
+    ``delta`` is the mean of the per-question differences (zerda - peer), ``low``/``high`` its paired 95%
+    bootstrap interval: both settings are read on the same resampled questions.
     """
-    lines = []
+
+    zerda: Row
+    peer: Row
+    budget: int
+    delta: float
+    low: float
+    high: float
+
+    @property
+    def recalls(self) -> tuple[float, float]:
+        """zerda's and the peer's mean recall at the budget."""
+        return _mean(self.zerda.at_budget[self.budget]), _mean(self.peer.at_budget[self.budget])
+
+    @property
+    def verdict(self) -> str:
+        """met (zerda at or above the best peer), within (the interval holds 0) or missed."""
+        if self.delta >= 0:
+            return "met"
+        return "within" if self.low <= 0 <= self.high else "missed"
+
+
+def compare(zerda: Row, rows: Sequence[Row], budget: int, seed: int) -> Cell:
+    """``zerda`` beside the peer with the highest mean recall at ``budget`` among ``rows`` (same corpus, retriever)."""
     peers = [r for r in rows if r.splitter.family != "zerda"]
+    best = max(peers, key=lambda r: _mean(r.at_budget[budget]))
+    diffs = [z - p for z, p in zip(zerda.at_budget[budget], best.at_budget[budget], strict=True)]
+    got = bootstrap(diffs, seed)
+    return Cell(zerda, best, budget, got.mean, got.low, got.high)
+
+
+def family(corpus: str) -> str:
+    """A corpus's family, which shares one zerda setting: its source (python-docs: python; handbook-en and
+    handbook-ar: handbook)."""
+    return corpus.split("-")[0]
+
+
+def best_settings(rows: Sequence[Row]) -> dict[str, str]:
+    """Per corpus family, the zerda setting with the highest mean recall over all its corpora, retrievers and
+    budgets: one setting per family, not one per cell (the best peer is chosen per cell)."""
+    scores: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        if row.splitter.family == "zerda":
+            key = (family(row.corpus), row.splitter.name)
+            scores.setdefault(key, []).extend(_mean(row.at_budget[b]) for b in BUDGETS)
+    best: dict[str, str] = {}
+    for (group, name), values in scores.items():
+        if group not in best or _mean(values) > _mean(scores[(group, best[group])]):
+            best[group] = name
+    return best
+
+
+def target_cells(rows: Sequence[Row], seed: int) -> list[Cell]:
+    """Every (corpus, retriever, budget): the family's best zerda setting beside that cell's best peer."""
+    best = best_settings(rows)
+    cells = []
+    for corpus, retriever in dict.fromkeys((r.corpus, r.retriever) for r in rows):
+        group = [r for r in rows if r.corpus == corpus and r.retriever == retriever]
+        zerda = next(r for r in group if r.splitter.name == best[family(corpus)])
+        cells += [compare(zerda, group, b, seed) for b in BUDGETS]
+    return cells
+
+
+def target_table(cells: Sequence[Cell]) -> str:
+    """The targets as a markdown table, a row per cell."""
+    lines = [
+        "| corpus | retriever | budget | zerda setting | zerda | best peer | peer | Δ | 95% interval of Δ | verdict |",
+        "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- |",
+    ]
+    for c in cells:
+        zerda, peer = c.recalls
+        lines.append(
+            f"| {c.zerda.corpus} | {c.zerda.retriever} | {c.budget // 1000}k | {c.zerda.splitter.name} | {zerda:.3f}"
+            f" | {c.peer.splitter.name} | {peer:.3f} | {c.delta:+.3f} | [{c.low:+.3f}, {c.high:+.3f}] | {c.verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def target_summary(cells: Sequence[Cell]) -> str:
+    """How many cells are met, within the interval and missed, the missed ones named."""
+    counts = {v: sum(c.verdict == v for c in cells) for v in ("met", "within", "missed")}
+    missed = [f"{c.zerda.corpus} {c.zerda.retriever} {c.budget // 1000}k" for c in cells if c.verdict == "missed"]
+    return (
+        f"{len(cells)} cells: {counts['met']} met, {counts['within']} within the interval, {counts['missed']} missed"
+        + (f" ({'; '.join(missed)})" if missed else "")
+        + "."
+    )
+
+
+def verdicts(rows: Sequence[Row], seed: int) -> list[str]:
+    """For each zerda setting and budget in one corpus and retriever: its recall beside the best peer's."""
+    lines = []
     for row in (r for r in rows if r.splitter.family == "zerda"):
         parts = []
         for b in BUDGETS:
-            best = max(peers, key=lambda r: _mean(r.at_budget[b]))
-            diffs = [z - p for z, p in zip(row.at_budget[b], best.at_budget[b], strict=True)]
-            delta = _mean(diffs)
-            se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
-            verdict = "better" if delta > 2 * se else "worse" if delta < -2 * se else "tie"
+            c = compare(row, rows, b, seed)
+            zerda, peer = c.recalls
             parts.append(
-                f"{b // 1000}k: {_mean(row.at_budget[b]):.3f} vs {best.splitter.name} {_mean(best.at_budget[b]):.3f}"
-                f" (Δ {delta:+.3f} ± {se:.3f}, {verdict})"
+                f"{b // 1000}k: {zerda:.3f} vs {c.peer.splitter.name} {peer:.3f}"
+                f" (Δ {c.delta:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.verdict})"
             )
         lines.append(f"- {row.corpus}, {row.retriever}, {row.splitter.name}: " + "; ".join(parts))
     return lines
@@ -147,8 +236,12 @@ def report(
     splitters: list[Splitter],
     retrievers: list[Retriever],
     argv: list[str],
+    seed: int,
 ) -> str:
-    """The whole markdown report: corpora, settings, a table per corpus and retriever, the verdicts."""
+    """The whole markdown report: the targets first, then corpora, settings, a table per corpus and retriever,
+    and every zerda setting beside the best peer."""
+    cells = target_cells(rows, seed)
+    best = best_settings(rows)
     parts = [
         *header("Retrieval benchmark: known-item questions from document structure", "bench_retrieval.py", argv),
         f"Measured: {source_line()}.",
@@ -158,6 +251,20 @@ def report(
         "",
         "Examples:",
         *example_lines(corpora),
+        "",
+        "## Targets: zerda's best setting beside the best peer setting, in every cell",
+        "",
+        "zerda's setting is one per corpus family, the one with the highest mean recall over the family's corpora,"
+        " retrievers and budgets ("
+        + "; ".join(f"{group}: {name}" for group, name in best.items())
+        + "); the best peer is chosen per cell, the peer setting with the highest mean recall at that budget."
+        f" Δ = zerda - best peer, the mean of the per-question differences, with its paired 95% bootstrap interval"
+        f" ({RESAMPLES:,} resamples of the questions, seed {seed}, the same resamples for both). A cell is met when"
+        " Δ >= 0, within when the interval holds 0, else missed.",
+        "",
+        target_table(cells),
+        "",
+        target_summary(cells),
         "",
         f"Retrievers: {'; '.join(r.version for r in retrievers)}. Splitters: zerda as"
         " its chunking settings (`ChunkingSettings(...)`, a config's `chunking:` section) with their defaults"
@@ -183,12 +290,11 @@ def report(
     for title, chosen in groups:
         parts += [f"## {title}", "", table(chosen), ""]
     parts += [
-        "## zerda beside the best peer setting at each budget",
+        "## Every zerda setting beside the best peer setting at each budget",
         "",
-        "Best peer = the splitter with the highest mean recall at that budget on that corpus and retriever;"
-        " Δ = zerda - best, ± its standard error over the questions (paired); a tie is |Δ| < 2 standard errors.",
+        "As the targets above: Δ = zerda - best peer with its paired 95% bootstrap interval.",
         "",
-        *[line for _, chosen in groups for line in verdicts(chosen)],
+        *[line for _, chosen in groups for line in verdicts(chosen, seed)],
         "",
     ]
     return "\n".join(parts)
@@ -212,9 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     for data in corpora:
         print(corpus_line(data).replace("**", ""), flush=True)
     splitters = build_splitters([int(s) for s in args.sizes.split(",")])
-    retrievers: list[Retriever] = [BM25()] if args.quick else [BM25(), WordLlamaRetriever()]
+    lexical = BM25()
+    retrievers: list[Retriever] = [lexical]
+    if not args.quick:
+        dense = WordLlamaRetriever()
+        retrievers += [dense, Hybrid([lexical, dense])]
     rows = [row for data in corpora for row in run_corpus(data, splitters, retrievers)]
-    save(report(corpora, rows, splitters, retrievers, argv), args.out or (None if args.quick else RESULTS))
+    save(report(corpora, rows, splitters, retrievers, argv, args.seed), args.out or (None if args.quick else RESULTS))
     return 0
 
 

@@ -48,3 +48,37 @@ def test_bench_memory_builds_an_output_zerda_carries(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'documents_unchanged': 300" in done.stdout and "'files_unchanged': 3" in done.stdout
+
+
+def test_retrieval_targets_pair_zerda_with_the_best_peer_per_cell() -> None:
+    """The target table: zerda's best setting per corpus family beside each cell's best peer, with a paired
+    bootstrap interval of the difference; met at or above the peer, within when the interval holds 0."""
+    from benchmarks import bench_retrieval as bench
+    from pipelines.evaluation.evaluate import Result
+    from pipelines.evaluation.splitters import Splitter
+
+    def row(corpus: str, name: str, family: str, recalls: list[float]) -> Result:
+        splitter = Splitter(name, family, "-", lambda number, text: ([], None))
+        return Result(corpus, "BM25", splitter, 1, 1.0, {}, {b: recalls for b in bench.BUDGETS})
+
+    rows = [
+        row("handbook-en", "zerda a", "zerda", [1.0, 0.0, 1.0, 0.0]),
+        row("handbook-en", "zerda b", "zerda", [0.5, 0.5, 0.5, 0.4]),
+        row("handbook-en", "fixed 512", "fixed", [1.0, 0.0, 1.0, 0.0]),
+        row("handbook-en", "langchain 512", "langchain", [0.0, 0.0, 0.0, 0.0]),
+        row("handbook-ar", "zerda a", "zerda", [0.0, 0.0, 0.0, 0.0]),
+        row("handbook-ar", "zerda b", "zerda", [0.0, 0.0, 0.0, 0.0]),
+        row("handbook-ar", "fixed 512", "fixed", [1.0, 1.0, 1.0, 1.0]),
+        row("handbook-ar", "langchain 512", "langchain", [0.0, 0.0, 0.0, 0.0]),
+    ]
+    assert bench.family("handbook-ar") == bench.family("handbook-en") != bench.family("python-docs")
+    assert bench.best_settings(rows) == {"handbook": "zerda a"}  # mean 0.25 over both corpora, b 0.2375
+    cells = bench.target_cells(rows, seed=0)
+    assert len(cells) == 2 * len(bench.BUDGETS)
+    en, ar = cells[0], cells[len(bench.BUDGETS)]
+    assert en.peer.splitter.name == "fixed 512" and en.delta == 0.0 and en.verdict == "met"
+    assert ar.zerda.splitter.name == "zerda a" and ar.delta == -1.0 and (ar.low, ar.high) == (-1.0, -1.0)
+    assert ar.verdict == "missed"
+    within = bench.compare(rows[1], rows[:4], bench.BUDGETS[0], seed=0)  # 0.475 vs 0.5, differences +-0.5
+    assert within.delta < 0 < within.high and within.verdict == "within"
+    assert "1 missed (handbook-ar BM25 1k" in bench.target_summary(cells[: len(bench.BUDGETS) + 1])
