@@ -44,13 +44,17 @@ from pipelines.settings import ChunkingSettings
 
 RESULTS = RESULTS_DIR / "retrieval.md"
 # zerda's settings under test, by name: chunking settings over the defaults (e.g. {"density_scope": "section"}).
-# The second is sized so that its mean chunk is near the largest peers' (about 1,000 characters): adaptive
-# sizing against fixed sizing at the same mean size, rather than small chunks against large ones.
+# The defaults' chunks average 400-700 characters, the largest peers' 800-1,000. Sizes 400-2000 and 600-1600 put
+# zerda's mean chunk near the largest peers' (adaptive sizing against fixed sizing at about the same mean size,
+# rather than small chunks against large ones); the fixed target 1024 (min_size == max_size) is zerda's packer
+# without density sizing, beside the peers at 1024: it tells the packer's share from the sizing's.
 ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
     "zerda (document density)": {},
     "zerda (document density, sizes 400-2000)": {"min_size": 400, "max_size": 2000},
+    "zerda (document density, sizes 600-1600)": {"min_size": 600, "max_size": 1600},
     "zerda (section density)": {"density_scope": "section"},
     "zerda (section density, sizes 400-2000)": {"density_scope": "section", "min_size": 400, "max_size": 2000},
+    "zerda (fixed target 1024)": {"min_size": 1024, "max_size": 1024},
 }
 SIZES = (256, 512, 1024)
 KS = (1, 3, 5)
