@@ -8,13 +8,14 @@ Why this shape:
 - Every splitter chunks the same documents; its chunks become character spans of their document
   (zerda and the fixed windows give offsets, the peers' chunk texts are found in the document).
   Each corpus is one search pool: gold documents and distractors together.
-- Two retrievers, both offline: BM25 (bm25s, English stop words) and WordLlama's l2_supercat
-  embeddings from its wheel (cosine similarity). Chunks are ranked and scored by zerda-eval's code
-  (pipelines/evaluation: splitters, retrievers, metrics.py): recall,
-  precision and IoU over the top k chunks, and recall when every splitter is read to the same
+- Three retrievers, all offline: BM25 (bm25s, English stop words), WordLlama's l2_supercat
+  embeddings from its wheel (cosine similarity) and their reciprocal rank fusion (hybrid). Chunks are
+  ranked and scored by zerda-eval's code (pipelines/evaluation: splitters, retrievers, metrics.py):
+  recall, precision and IoU over the top k chunks, and recall when every splitter is read to the same
   number of characters (the budgets), which is the fair comparison between chunk sizes.
-- zerda runs with its default settings (whole-document density); ``ZERDA_CONFIGS`` lists its
-  variants, so a new one is one line there.
+- zerda runs with its default settings (whole-document density) and the variants ``ZERDA_CONFIGS``
+  lists, so a new one is one line there. The targets set zerda's best setting per corpus family
+  beside the best peer setting of each cell, with a paired bootstrap interval of the difference.
 
 Run from the repo root: ``python benchmarks/bench_retrieval.py`` (a few minutes on 2 cores) or
 ``--quick``. A full run rewrites benchmarks/results/retrieval.md.
@@ -47,7 +48,8 @@ RESULTS = RESULTS_DIR / "retrieval.md"
 # The defaults' chunks average 400-700 characters, the largest peers' 800-1,000. Sizes 400-2000 and 600-1600 put
 # zerda's mean chunk near the largest peers' (adaptive sizing against fixed sizing at about the same mean size,
 # rather than small chunks against large ones); the fixed target 1024 (min_size == max_size) is zerda's packer
-# without density sizing, beside the peers at 1024: it tells the packer's share from the sizing's.
+# without density sizing, beside the peers at 1024: it tells the packer's share from the sizing's. An "embed_text"
+# entry ranks the chunks by that template's text (the heading path before the chunk), their spans unchanged.
 ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
     "zerda (document density)": {},
     "zerda (document density, sizes 400-2000)": {"min_size": 400, "max_size": 2000},
@@ -55,6 +57,11 @@ ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
     "zerda (section density)": {"density_scope": "section"},
     "zerda (section density, sizes 400-2000)": {"density_scope": "section", "min_size": 400, "max_size": 2000},
     "zerda (fixed target 1024)": {"min_size": 1024, "max_size": 1024},
+    "zerda (document density, sizes 600-1600, heading path in the ranked text)": {
+        "min_size": 600,
+        "max_size": 1600,
+        "embed_text": "{section}\n\n{text}",
+    },
 }
 SIZES = (256, 512, 1024)
 KS = (1, 3, 5)
@@ -64,7 +71,10 @@ Row = Result  # one (corpus, retriever, splitter), as zerda-eval scores it
 
 def build_splitters(sizes: Sequence[int]) -> list[Splitter]:
     """zerda's configurations, then every peer at every size; a peer that is not installed is skipped."""
-    built = [zerda_splitter(name, ChunkingSettings(**overrides)) for name, overrides in ZERDA_CONFIGS.items()]
+    built = []
+    for name, overrides in ZERDA_CONFIGS.items():
+        chunking = {key: value for key, value in overrides.items() if key != "embed_text"}
+        built.append(zerda_splitter(name, ChunkingSettings(**chunking), overrides.get("embed_text")))
     return built + peer_splitters(sizes, PEERS, prog="bench")
 
 
@@ -147,10 +157,14 @@ def family(corpus: str) -> str:
 
 def best_settings(rows: Sequence[Row]) -> dict[str, str]:
     """Per corpus family, the zerda setting with the highest mean recall over all its corpora, retrievers and
-    budgets: one setting per family, not one per cell (the best peer is chosen per cell)."""
+    budgets: one setting per family, not one per cell (the best peer is chosen per cell).
+
+    Settings that rank chunks by an ``embed_text`` template are left out: the questions are section headings,
+    so a heading path in the ranked text holds the question itself, which no peer's chunk is given.
+    """
     scores: dict[tuple[str, str], list[float]] = {}
     for row in rows:
-        if row.splitter.family == "zerda":
+        if row.splitter.family == "zerda" and "embed_text" not in ZERDA_CONFIGS.get(row.splitter.name, {}):
             key = (family(row.corpus), row.splitter.name)
             scores.setdefault(key, []).extend(_mean(row.at_budget[b]) for b in BUDGETS)
     best: dict[str, str] = {}
@@ -273,7 +287,8 @@ def report(
         f"Retrievers: {'; '.join(r.version for r in retrievers)}. Splitters: zerda as"
         " its chunking settings (`ChunkingSettings(...)`, a config's `chunking:` section) with their defaults"
         " (sizes 100-1500, overlap 128) or the sizes its"
-        " name gives; fixed windows, langchain's"
+        " name gives (with the heading path in the ranked text: each chunk ranked as `{section}` + blank line +"
+        " its text, its span unchanged); fixed windows, langchain's"
         f" RecursiveCharacterTextSplitter, chonkie's SentenceChunker (character tokenizer) and semchunk (len) at"
         f" {', '.join(map(str, SIZES))} characters with overlap min(128, size / 4). Versions: "
         + ", ".join(sorted({f"{s.family} {s.version}" for s in splitters if s.version != "-"}))

@@ -73,6 +73,9 @@ def test_retrieval_targets_pair_zerda_with_the_best_peer_per_cell() -> None:
     ]
     assert bench.family("handbook-ar") == bench.family("handbook-en") != bench.family("python-docs")
     assert bench.best_settings(rows) == {"handbook": "zerda a"}  # mean 0.25 over both corpora, b 0.2375
+    context = next(name for name, settings in bench.ZERDA_CONFIGS.items() if "embed_text" in settings)
+    ranked_with_headings = [row(corpus, context, "zerda", [1.0] * 4) for corpus in ("handbook-en", "handbook-ar")]
+    assert bench.best_settings(rows + ranked_with_headings) == {"handbook": "zerda a"}  # the question is its heading
     cells = bench.target_cells(rows, seed=0)
     assert len(cells) == 2 * len(bench.BUDGETS)
     en, ar = cells[0], cells[len(bench.BUDGETS)]
