@@ -25,6 +25,7 @@ import yaml
 
 import zerda_core
 from pipelines.embed_text import TEMPLATE_RULE, template_problem
+from pipelines.embed_text import identity as embed_text_identity
 from pipelines.errors import SettingsError
 from pipelines.output.layout import BUCKET_WIDTHS, is_bucket_width
 from pipelines.terminal_table import visible
@@ -204,6 +205,12 @@ class InputSettings(_Section):
     SECTION: ClassVar[str] = "input"
     text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")
     id_field: str = _setting("id", NAME, "JSONL field / Parquet column holding the document id (optional).")
+    title_field: str | None = _setting(
+        None,
+        OPTIONAL_NAME,
+        "JSONL field / Parquet column holding the document title, for `output.embed_text`'s `{title}`; null: none."
+        " A string value is the title (cut to 200 characters), anything else none.",
+    )
     encoding_errors: str = _setting(
         "strict",
         _one_of("strict", "replace"),
@@ -247,6 +254,8 @@ class InputSettings(_Section):
             problems.append(
                 f"input.text_field and input.id_field are both {self.text_field!r}: every id would be its whole text"
             )
+        if self.title_field in (self.text_field, self.id_field):
+            problems.append(f"input.title_field is {self.title_field!r}, a field read as the text or the id")
         if not SUFFIX_FORMATS.check(self.formats):
             return problems
         problems += [
@@ -369,7 +378,10 @@ class Settings:
         for key in ("incremental", "table", "catalog"):
             del settings["output"][key]
         settings["chunking"] = self.chunking.identity()
+        settings["output"]["embed_text"] = embed_text_identity(self.output.embed_text)
         del settings["input"]["split_bytes"]
+        if self.input.title_field is None:  # unset, as before the setting existed: an output's fingerprint stays
+            del settings["input"]["title_field"]
         return _fingerprint(settings)
 
     @property
@@ -383,7 +395,7 @@ def config_fingerprint(chunking: ChunkingSettings, embed_text: str | None = None
     ``ZerdaChunker``'s metadata): a short hash of what cuts a document and renders its chunks' text, the
     chunking settings and the ``embed_text`` template, with the zerda and density versions. Equal fingerprints, equal
     chunks of equal documents; how files are read and written (``input``, the output's layout) is not in it."""
-    return _fingerprint({"chunking": chunking.identity(), "embed_text": embed_text})
+    return _fingerprint({"chunking": chunking.identity(), "embed_text": embed_text_identity(embed_text)})
 
 
 def _fingerprint(settings: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from pipelines.evaluation.metrics import Span, bootstrap, score, within_budget
 from pipelines.evaluation.questions import Question, QuestionsError, load_questions, locate
 from pipelines.evaluation.retrievers import Retriever, fuse
 from pipelines.evaluation.splitters import zerda_splitter
+from pipelines.records import SourceRecord
 from pipelines.settings import ChunkingSettings
 from tests.browser import png_pixels, screenshot
 from zerda_core.chunks import AdaptiveChunker
+from zerda_core.chunks.tokens import TokenMeasure
 
 # ---- metrics on a case worked out by hand ------------------------------------------------------------------
 
@@ -54,6 +57,23 @@ def test_overlapping_gold_spans_count_each_character_once() -> None:
     got = score((Span(0, 0, 100), Span(0, 50, 150)), [Span(0, 0, 150)])
     assert (got.recall, got.precision, got.iou) == (1.0, 1.0, 1.0)
     assert score((Span(0, 0, 100), Span(0, 50, 150)), within_budget([Span(0, 0, 150)], 75)).recall == 0.5
+
+
+def test_a_token_budget_counts_each_document_s_tokens() -> None:
+    # document 0: ten tokens of 10 characters; document 1 (say, Arabic or code): fifty tokens of 2 characters
+    tens = TokenMeasure(array("q", range(0, 100, 10)), array("q", range(10, 101, 10)), 100)
+    twos = TokenMeasure(array("q", range(0, 100, 2)), array("q", range(2, 101, 2)), 100)
+    ranked = [Span(1, 0, 20), Span(0, 0, 50), Span(0, 50, 100)]
+    # 10 tokens of document 1 (20 characters), 5 of document 0 (50), then 2 tokens of the next: [50, 70)
+    assert within_budget(ranked, 17, [tens, twos]) == [Span(1, 0, 20), Span(0, 0, 50), Span(0, 50, 70)]
+    # the same budget in characters stops inside the second span
+    assert within_budget(ranked, 17) == [Span(1, 0, 17)]
+    _, at_budget = score_ranking([Question("q", (Span(0, 40, 80),))], [*ranked], np.array([[0, 1, 2]]), [], [17])
+    assert at_budget[17] == [0.0]
+    _, at_budget = score_ranking(
+        [Question("q", (Span(0, 40, 80),))], [*ranked], np.array([[0, 1, 2]]), [], [17], [tens, twos]
+    )
+    assert at_budget[17] == [pytest.approx(30 / 40)]  # [40, 50) and [50, 70) of the gold [40, 80)
 
 
 def test_bootstrap_is_seeded_and_brackets_the_mean() -> None:
@@ -195,6 +215,36 @@ def test_the_command_writes_the_table_json_and_html(
     assert json.loads(out_json.read_text(encoding="utf-8")) == summary
 
 
+LLAMA_TOKENIZER = "package:wordllama/tokenizers/l2_supercat_tokenizer_config.json"
+
+
+def test_budgets_in_a_tokenizer_s_tokens(
+    corpus: Path, questions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--input", str(corpus), "--questions", str(questions), "--retrievers", "bm25", "--budgets", "100,200"]
+    in_chars, in_tokens = tmp_path / "chars.json", tmp_path / "tokens.json"
+    assert main([*base, "--json", str(in_chars)]) == 0
+    capsys.readouterr()
+    assert (
+        main([*base, "--tokenizer", LLAMA_TOKENIZER, "--json", str(in_tokens), "--html", str(tmp_path / "e.html")]) == 0
+    )
+    assert "R@100 tokens" in capsys.readouterr().out
+    chars, tokens = (json.loads(p.read_text(encoding="utf-8")) for p in (in_chars, in_tokens))
+    assert chars["budget_unit"] == {"unit": "characters", "tokenizer": None}
+    assert tokens["budget_unit"] == {"unit": "tokens", "tokenizer": LLAMA_TOKENIZER}
+    assert "token budget (tokens of package:wordllama" in (tmp_path / "e.html").read_text(encoding="utf-8")
+    # a token holds several characters of this English text: 100 tokens read more of every answer than 100
+    # characters, and the ranking is the same
+    for budget in ("100", "200"):
+        (by_chars,), (by_tokens,) = (
+            [r["recall_at_budget"][budget]["mean"] for r in s["results"]] for s in (chars, tokens)
+        )
+        assert by_tokens > by_chars
+    assert main([*base, "--tokenizer", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("zerda-eval: error: --tokenizer: cannot read tokenizer")
+
+
 PEER_MODULES = {"langchain": "langchain_text_splitters", "chonkie": "chonkie", "semchunk": "semchunk"}
 
 
@@ -292,7 +342,8 @@ def test_a_template_ranks_the_rendered_text_while_the_spans_stay_the_offsets() -
     texts = ["# Fennec\n\n## Ears\n\n" + FOX, PARQUET]
     settings = ChunkingSettings(min_size=100, max_size=300, overlap=32)
     plain = zerda_splitter("plain", settings)
-    with_context = zerda_splitter("context", settings, "{doc_id} | {section} | {text}", ["fox", "parquet"])
+    documents = [SourceRecord("", 0, doc_id, text) for doc_id, text in zip(["fox", "parquet"], texts, strict=True)]
+    with_context = zerda_splitter("context", settings, "{doc_id} | {section} | {text}", documents)
     question = Question("How does the fennec fox keep cool?", (Span(0, 0, 40),))
     seen = []
     for splitter in (plain, with_context):
@@ -308,7 +359,7 @@ def test_a_template_ranks_the_rendered_text_while_the_spans_stay_the_offsets() -
         assert ranked.startswith(f"{doc_id} | ") and ranked.endswith(f" | {texts[span.doc][span.start : span.end]}")
     assert any(r.startswith("fox | Fennec > Ears | ") for r in seen[1]), "the heading path is in the ranked text"
     with pytest.raises(ValueError, match="unknown placeholder"):
-        zerda_splitter("bad", settings, "{title} {text}")
+        zerda_splitter("bad", settings, "{author} {text}")
 
 
 @pytest.mark.skipif(not importlib.util.find_spec("bm25s"), reason="bm25s not installed")
@@ -344,3 +395,11 @@ def test_a_config_with_embed_text_cuts_each_document_once(
     argv = ["--input", str(corpus), "--questions", str(questions), "--config", str(config), "--retrievers", "bm25"]
     assert main([*argv, "--peers"]) == 0
     assert len(cut) == 3 and set(cut.values()) == {1}, cut.values()
+
+
+def test_a_template_s_title_is_the_document_s_title() -> None:
+    documents = [SourceRecord("", 0, "fox", FOX, "Fennec fox"), SourceRecord("", 0, "salt", SALT)]
+    splitter = zerda_splitter("titled", ChunkingSettings(min_size=100, max_size=300), "{title}\n\n{text}", documents)
+    (fox_spans, fox_texts), (salt_spans, salt_texts) = splitter.cut(0, FOX), splitter.cut(1, SALT)
+    assert fox_texts == [f"Fennec fox\n\n{FOX[start:end]}" for start, end in fox_spans] and fox_spans
+    assert salt_texts == [SALT[start:end] for start, end in salt_spans], "no title: the chunk's text alone"

@@ -36,6 +36,7 @@ from pipelines.records import Reject, SourceRecord
 from pipelines.redact import install, redact_url, remember_credentials
 from pipelines.settings import InputSettings, Settings, load_settings
 from pipelines.terminal_table import visible, visible_line, write_stdout
+from zerda_core.chunks.tokens import TokenCounter, load_tokenizer
 
 PROG = "zerda-eval"
 EXIT_USAGE = 2
@@ -74,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--peer-sizes", type=_positive_ints, metavar="N,N", help="the peers' chunk sizes (default: zerda's mean chunks)"
     )
     parser.add_argument("--budgets", type=_positive_ints, default=[1000, 2000, 4000], metavar="N,N,N")
+    parser.add_argument(
+        "--tokenizer",
+        metavar="TOKENIZER",
+        help="count --budgets in this tokenizer's tokens, not characters: a tokenizer.json path or package:NAME/PATH",
+    )
     parser.add_argument("--k", type=_positive_int, default=5, help="chunks scored per question (default 5)")
     parser.add_argument(
         "--retrievers", default="bm25,dense,hybrid", metavar="LIST", help="of bm25, dense, hybrid (default all)"
@@ -87,12 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     return raise_on_error(parser)
 
 
-def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[str], list[str], int]:
-    """Document ids and texts of every file the patterns match, read by zerda's readers, and how many records
-    were rejected. A document whose id was read already is left out (a question could not name it) and counted
+def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[SourceRecord], int]:
+    """The documents of every file the patterns match, read by zerda's readers, and how many records were
+    rejected. A document whose id was read already is left out (a question could not name it) and counted
     as rejected, with one message."""
-    ids: list[str] = []
-    texts: list[str] = []
+    documents: list[SourceRecord] = []
     seen: set[str] = set()
     rejects = repeated = 0
     for file in expand_inputs(patterns):
@@ -102,13 +107,12 @@ def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[
                     repeated += 1
                     continue
                 seen.add(item.doc_id)
-                ids.append(item.doc_id)
-                texts.append(item.text)
+                documents.append(item)
             elif isinstance(item, Reject):
                 rejects += item.count
     if repeated:
         print(f"{PROG}: {repeated:,} document(s) with an id read already are left out", file=sys.stderr)
-    return ids, texts, rejects + repeated
+    return documents, rejects + repeated
 
 
 def _read_questions(url: str) -> list[str]:
@@ -159,6 +163,16 @@ def _retrievers(spec: str, embedder: str) -> tuple[list[Retriever], dict[str, st
     return chosen, {r.name: r.version for r in chosen}
 
 
+def _budget_tokenizer(spec: str | None) -> TokenCounter | None:
+    """The tokenizer ``--tokenizer`` names, loaded before the long work; ``None`` for budgets in characters."""
+    if spec is None:
+        return None
+    try:
+        return load_tokenizer(spec)
+    except ValueError as err:
+        raise UsageError(f"--tokenizer: {err}") from None
+
+
 def _matched_sizes(zerda: Sequence[Splitter], texts: Sequence[str]) -> list[int]:
     """The peers' sizes: each zerda setting's mean chunk, to the nearest 10 characters."""
     sizes = set()
@@ -183,7 +197,9 @@ def run(args: argparse.Namespace) -> int:
     progress = stderr_progress(PROG)
     entries = parse_questions(_read_questions(args.questions))  # usage errors before the long work
     retrievers, versions = _retrievers(args.retrievers, args.embedder)
-    ids, texts, rejects = read_corpus(args.input, named[0][1].input)
+    tokenizer = _budget_tokenizer(args.tokenizer)
+    documents, rejects = read_corpus(args.input, named[0][1].input)
+    ids, texts = [d.doc_id for d in documents], [d.text for d in documents]
     if not texts:
         raise UsageError(f"no document read from --input ({rejects:,} rejected)")
     progress(f"read {len(texts):,} documents ({sum(map(len, texts)):,} characters), {rejects:,} rejected")
@@ -193,19 +209,23 @@ def run(args: argparse.Namespace) -> int:
     if not questions:
         raise QuestionsError("no question could be located in the corpus")
     splitters = [
-        _remembered(zerda_splitter(name, settings.chunking, settings.output.embed_text, ids))
+        _remembered(zerda_splitter(name, settings.chunking, settings.output.embed_text, documents))
         for name, settings in named
     ]
     if args.peers:
         splitters += peer_splitters(args.peer_sizes or _matched_sizes(splitters, texts), PEERS, PROG)
-    results = evaluate(texts, questions, splitters, retrievers, [args.k], args.budgets, progress=progress)
+    measures = None if tokenizer is None else [tokenizer.measure(text) for text in texts]
+    results = evaluate(
+        texts, questions, splitters, retrievers, [args.k], args.budgets, progress=progress, measures=measures
+    )
     corpus = {
         "documents": len(texts),
         "characters": sum(map(len, texts)),
         "rejected": rejects,
         "questions": len(questions),
     }
-    summary = summarise(results, corpus, unlocated, args.seed, args.resamples, versions)
+    budget = {"unit": "characters" if tokenizer is None else "tokens", "tokenizer": args.tokenizer}
+    summary = summarise(results, corpus, unlocated, args.seed, args.resamples, versions, budget)
     for target, text in ((args.json, lambda: json.dumps(summary, indent=2)), (args.html, lambda: render_html(summary))):
         if target:
             try:

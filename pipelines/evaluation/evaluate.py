@@ -2,7 +2,8 @@
 
 Every chunk becomes a character span of its document, so chunks of any splitter are scored alike
 (:mod:`pipelines.evaluation.metrics`): recall, precision and IoU over the top k, and recall when the
-ranked chunks are read to a character budget, the fair comparison between chunk sizes.
+ranked chunks are read to a budget of characters (or of a tokenizer's tokens), the fair comparison between
+chunk sizes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pipelines.evaluation.metrics import Scores, Span, score, within_budget
 from pipelines.evaluation.questions import Question
 from pipelines.evaluation.retrievers import Hybrid, Retriever, fuse
 from pipelines.evaluation.splitters import Splitter
+from zerda_core.chunks.tokens import CharacterMeasure
 
 MIN_DEPTH = 64  # chunks ranked per query at least: enough to fill a budget with small chunks
 
@@ -56,20 +58,31 @@ def cut_pool(splitter: Splitter, texts: Sequence[str]) -> tuple[list[Span], list
     return pool, ranked
 
 
-def depth_for(pool: Sequence[Span], ks: Sequence[int], budgets: Sequence[int]) -> int:
+def depth_for(
+    pool: Sequence[Span], ks: Sequence[int], budgets: Sequence[int], measures: Sequence[CharacterMeasure] | None = None
+) -> int:
     """How many chunks to rank: the largest k, and enough chunks of the pool's mean size to fill the largest
-    budget four times over (a ranking short of a budget would lower that splitter's recall unfairly)."""
+    budget four times over (a ranking short of a budget would lower that splitter's recall unfairly).
+
+    Sizes in characters, or in what ``measures`` (one per document) count, as the budgets are."""
     if not pool:
         return 0
-    mean = statistics.fmean(map(len, pool)) or 1.0
+    sizes = map(len, pool) if measures is None else (measures[s.doc].size(s.start, s.end) for s in pool)
+    mean = statistics.fmean(sizes) or 1.0
     wanted = max([MIN_DEPTH, *ks, 4 * math.ceil(max(budgets, default=0) / mean)])
     return min(len(pool), wanted)
 
 
 def score_ranking(
-    questions: Sequence[Question], pool: Sequence[Span], ranked: np.ndarray, ks: Sequence[int], budgets: Sequence[int]
+    questions: Sequence[Question],
+    pool: Sequence[Span],
+    ranked: np.ndarray,
+    ks: Sequence[int],
+    budgets: Sequence[int],
+    measures: Sequence[CharacterMeasure] | None = None,
 ) -> tuple[dict[int, list[Scores]], dict[int, list[float]]]:
-    """Scores of each question's ranked chunks against its gold spans, at every k and budget."""
+    """Scores of each question's ranked chunks against its gold spans, at every k and budget (in characters,
+    or in what ``measures`` count)."""
     at_k: dict[int, list[Scores]] = {k: [] for k in ks}
     at_budget: dict[int, list[float]] = {b: [] for b in budgets}
     for question, order in zip(questions, ranked, strict=True):
@@ -77,7 +90,7 @@ def score_ranking(
         for k in ks:
             at_k[k].append(score(question.gold, spans[:k]))
         for budget in budgets:
-            at_budget[budget].append(score(question.gold, within_budget(spans, budget)).recall)
+            at_budget[budget].append(score(question.gold, within_budget(spans, budget, measures)).recall)
     return at_k, at_budget
 
 
@@ -105,21 +118,25 @@ def evaluate(
     budgets: Sequence[int],
     corpus: str = "",
     progress: Progress | None = None,
+    measures: Sequence[CharacterMeasure] | None = None,
 ) -> list[Result]:
-    """Chunk the pool with every splitter and rank its chunks with every retriever; one result for each pair."""
+    """Chunk the pool with every splitter and rank its chunks with every retriever; one result for each pair.
+
+    Budgets count characters, or with ``measures`` (one per text) what they measure, e.g. each text's tokens.
+    """
     results = []
     queries = [q.query for q in questions]
     for number, splitter in enumerate(splitters, 1):
         started = time.perf_counter()
         pool, chunk_texts = cut_pool(splitter, texts)
         mean = statistics.fmean(map(len, pool)) if pool else 0.0
-        depth = depth_for(pool, ks, budgets)
+        depth = depth_for(pool, ks, budgets, measures)
         if pool and questions:
             rankings = _rankings(retrievers, chunk_texts, queries, depth)
         else:
             rankings = [np.zeros((len(questions), 0), dtype=np.int64)] * len(retrievers)
         for retriever, ranked in zip(retrievers, rankings, strict=True):
-            at_k, at_budget = score_ranking(questions, pool, ranked, ks, budgets)
+            at_k, at_budget = score_ranking(questions, pool, ranked, ks, budgets, measures)
             results.append(Result(corpus, retriever.name, splitter, len(pool), mean, at_k, at_budget))
         if progress is not None:
             seconds = time.perf_counter() - started

@@ -10,8 +10,10 @@ What a retriever hands on is the text of its top chunks, one after another, so:
   gold document;
 - recall = covered / gold length; precision = covered / retrieved;
   IoU = covered / (gold + retrieved - covered), so redundant overlap lowers it, as it lowers precision;
-- at a character budget the ranked chunks are taken whole while they fit, and the first one that does
-  not fit is cut to the characters left (its beginning kept), so every tool is read to the same length;
+- at a budget the ranked chunks are taken whole while they fit, and the first one that does not fit is
+  cut to the budget left (its beginning kept), so every tool is read to the same length; a budget counts
+  characters, or the tokens of a tokenizer (an embedder's context is counted in tokens, and a token
+  holds more characters of English prose than of code or Arabic);
 - a mean over questions comes with a 95% interval from a seeded bootstrap over the questions, so two
   settings scored on the same questions with the same seed are resampled alike (a paired comparison).
 """
@@ -22,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from zerda_core.chunks.tokens import CHARACTERS, CharacterMeasure
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,14 @@ def score(gold: Gold, retrieved: Sequence[Span]) -> Scores:
     )
 
 
-def within_budget(ranked: Iterable[Span], budget: int) -> list[Span]:
-    """The ranked spans a reader of ``budget`` characters gets: whole while they fit, the next one cut short."""
+def within_budget(
+    ranked: Iterable[Span], budget: int, measures: Sequence[CharacterMeasure] | None = None
+) -> list[Span]:
+    """The ranked spans a reader of ``budget`` units gets: whole while they fit, the next one cut short.
+
+    Units are characters, or with ``measures`` (one per document, by ``Span.doc``) what each measures, e.g.
+    a document's tokens (:class:`zerda_core.chunks.tokens.TokenMeasure`).
+    """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
     taken: list[Span] = []
@@ -104,10 +114,13 @@ def within_budget(ranked: Iterable[Span], budget: int) -> list[Span]:
     for span in ranked:
         if left <= 0:
             break
-        if len(span) > left:
-            span = Span(span.doc, span.start, span.start + left)
+        measure = CHARACTERS if measures is None else measures[span.doc]
+        size = measure.size(span.start, span.end)
+        if size > left:
+            span = Span(span.doc, span.start, min(measure.ahead(span.start, left), span.end))
+            size = measure.size(span.start, span.end)
         taken.append(span)
-        left -= len(span)
+        left -= size
     return taken
 
 

@@ -2,7 +2,7 @@
 
 Every mean over questions carries its 95% bootstrap interval (:func:`pipelines.evaluation.metrics.bootstrap`),
 drawn with one seed for all settings, so settings are compared on the same resamples. The page draws recall
-against the character budget as inline SVG, one line per splitter, with its interval as a band: no script,
+against the budget (characters or tokens) as inline SVG, one line per splitter, with its interval as a band: no script,
 no external file.
 """
 
@@ -32,8 +32,12 @@ def summarise(
     seed: int,
     resamples: int,
     retrievers: Mapping[str, str],
+    budget: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    """The whole evaluation as plain data: the corpus, the settings, and per (splitter, retriever) every score."""
+    """The whole evaluation as plain data: the corpus, the settings, and per (splitter, retriever) every score.
+
+    ``budget`` says what the budgets count: ``{"unit": "characters" or "tokens", "tokenizer": its spec}``.
+    """
     ks = sorted({k for r in results for k in r.at_k})
     budgets = sorted({b for r in results for b in r.at_budget})
     splitters: dict[str, dict[str, Any]] = {}
@@ -65,11 +69,20 @@ def summarise(
         "unlocated": [{"line": u.line, "question": u.query, "reason": u.reason} for u in unlocated],
         "k": ks,
         "budgets": budgets,
+        "budget_unit": dict(budget or {"unit": "characters", "tokenizer": None}),
         "bootstrap": {"resamples": resamples, "seed": seed, "interval": 0.95},
         "retrievers": dict(retrievers),
         "splitters": list(splitters.values()),
         "results": rows,
     }
+
+
+def _unit(summary: Mapping[str, Any], short: bool = False) -> str:
+    """What the budgets count: ``chars`` (``short``) or ``character``, else ``tokens`` or ``token``."""
+    tokens = summary["budget_unit"]["unit"] == "tokens"
+    if short:
+        return "tokens" if tokens else "chars"
+    return "token" if tokens else "character"
 
 
 def _cell(value: Mapping[str, float]) -> str:
@@ -82,7 +95,8 @@ def _score_table(summary: Mapping[str, Any], retriever: str) -> tuple[list[str],
     splitters = {s["name"]: s for s in summary["splitters"]}
     head = ["splitter", "chunks", "mean chars"]
     head += [f"{m}@{k}" for k in summary["k"] for m in ("R", "P", "IoU")]
-    head += [f"R@{b:,} chars" for b in summary["budgets"]]
+    unit = _unit(summary, short=True)
+    head += [f"R@{b:,} {unit}" for b in summary["budgets"]]
     rows = []
     for row in (r for r in summary["results"] if r["retriever"] == retriever):
         s = splitters[row["splitter"]]
@@ -129,7 +143,7 @@ def _plot(summary: Mapping[str, Any], retriever: str) -> str:
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img"'
-        f' aria-label="recall against character budget, {html.escape(retriever)}">',
+        f' aria-label="recall against {_unit(summary)} budget, {html.escape(retriever)}">',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{width}" height="{height}" fill="none" stroke="#999"/>',
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
@@ -140,7 +154,7 @@ def _plot(summary: Mapping[str, Any], retriever: str) -> str:
             f'<text x="{x(i):.1f}" y="{_TOP + height + 16}" text-anchor="middle" font-size="11">{budget:,}</text>'
         )
     out.append(
-        f'<text x="{_LEFT + width / 2}" y="{_H - 4}" text-anchor="middle" font-size="12">character budget</text>'
+        f'<text x="{_LEFT + width / 2}" y="{_H - 4}" text-anchor="middle" font-size="12">{_unit(summary)} budget</text>'
     )
     for n, row in enumerate(rows):
         colour = COLOURS[n % len(COLOURS)]
@@ -182,6 +196,11 @@ td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
 .swatch{display:inline-block;width:1em;height:0.6em;margin-right:0.4em}"""
 
 
+def _tokenizer_note(summary: Mapping[str, Any]) -> str:
+    spec = summary["budget_unit"]["tokenizer"]
+    return "" if spec is None else f" (tokens of {html.escape(spec)})"
+
+
 def render_html(summary: Mapping[str, Any]) -> str:
     """The page: the corpus, the questions not located, and per retriever a recall-vs-budget plot and the table."""
     corpus = summary["corpus"]
@@ -205,7 +224,8 @@ def render_html(summary: Mapping[str, Any]) -> str:
     for retriever, version in summary["retrievers"].items():
         parts += [
             f"<h2>{html.escape(retriever)}</h2>",
-            f"<p>{html.escape(version)}. Recall when the ranked chunks are read up to each character budget.</p>",
+            f"<p>{html.escape(version)}. Recall when the ranked chunks are read up to each {_unit(summary)} budget"
+            f"{_tokenizer_note(summary)}.</p>",
             _plot(summary, retriever),
             _legend(summary, retriever),
             _table(summary, retriever),
