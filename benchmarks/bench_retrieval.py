@@ -63,6 +63,7 @@ ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
         "embed_text": "{section}\n\n{text}",
     },
 }
+FIXED_TARGET = "zerda (fixed target 1024)"  # what density sizing is measured against
 SIZES = (256, 512, 1024)
 KS = (1, 3, 5)
 BUDGETS = (1000, 2000, 4000)
@@ -114,7 +115,8 @@ def table(rows: list[Row]) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """zerda's recall at one budget beside the best peer's, on one corpus and retriever.
+    """zerda's recall at one budget beside another setting's (the best peer's, or zerda's fixed target), on one
+    corpus and retriever.
 
     ``delta`` is the mean of the per-question differences (zerda - peer), ``low``/``high`` its paired 95%
     bootstrap interval: both settings are read on the same resampled questions.
@@ -133,20 +135,48 @@ class Cell:
         return _mean(self.zerda.at_budget[self.budget]), _mean(self.peer.at_budget[self.budget])
 
     @property
+    def holds_zero(self) -> bool:
+        """Whether the interval of the difference holds 0: no difference shown."""
+        return self.low <= 0 <= self.high
+
+    @property
     def verdict(self) -> str:
         """met (zerda at or above the best peer), within (the interval holds 0) or missed."""
         if self.delta >= 0:
             return "met"
-        return "within" if self.low <= 0 <= self.high else "missed"
+        return "within" if self.holds_zero else "missed"
+
+
+def paired(zerda: Row, other: Row, budget: int, seed: int) -> Cell:
+    """``zerda`` beside ``other`` (same corpus, retriever and questions) at ``budget``."""
+    diffs = [z - p for z, p in zip(zerda.at_budget[budget], other.at_budget[budget], strict=True)]
+    got = bootstrap(diffs, seed)
+    return Cell(zerda, other, budget, got.mean, got.low, got.high)
 
 
 def compare(zerda: Row, rows: Sequence[Row], budget: int, seed: int) -> Cell:
     """``zerda`` beside the peer with the highest mean recall at ``budget`` among ``rows`` (same corpus, retriever)."""
     peers = [r for r in rows if r.splitter.family != "zerda"]
-    best = max(peers, key=lambda r: _mean(r.at_budget[budget]))
-    diffs = [z - p for z, p in zip(zerda.at_budget[budget], best.at_budget[budget], strict=True)]
-    got = bootstrap(diffs, seed)
-    return Cell(zerda, best, budget, got.mean, got.low, got.high)
+    return paired(zerda, max(peers, key=lambda r: _mean(r.at_budget[budget])), budget, seed)
+
+
+def sizing_lines(rows: Sequence[Row], seed: int) -> list[str]:
+    """Each zerda setting beside ``FIXED_TARGET`` (zerda's packing without density sizing), per corpus: the mean
+    difference over its retrievers and budgets, and the cells whose paired interval leaves out 0."""
+    lines = []
+    for corpus in dict.fromkeys(r.corpus for r in rows):
+        mine = [r for r in rows if r.corpus == corpus and r.splitter.family == "zerda"]
+        fixed = {r.retriever: r for r in mine if r.splitter.name == FIXED_TARGET}
+        for name in dict.fromkeys(r.splitter.name for r in mine if r.retriever in fixed):
+            if name == FIXED_TARGET:
+                continue
+            cells = [paired(r, fixed[r.retriever], b, seed) for r in mine if r.splitter.name == name for b in BUDGETS]
+            apart = [f"{c.zerda.retriever} {c.budget // 1000}k {c.delta:+.3f}" for c in cells if not c.holds_zero]
+            lines.append(
+                f"- {corpus}, {name}: mean Δ {_mean([c.delta for c in cells]):+.3f} over {len(cells)} cells;"
+                f" interval without 0: {', '.join(apart) or 'none'}"
+            )
+    return lines
 
 
 def family(corpus: str) -> str:
@@ -316,6 +346,14 @@ def report(
     for title, chosen in groups:
         parts += [f"## {title}", "", table(chosen), ""]
     parts += [
+        "## Density sizing: each zerda setting beside zerda's fixed target",
+        "",
+        f"Δ = the setting's recall - {FIXED_TARGET}'s (zerda's packing with min_size = max_size), per question,"
+        " averaged over the corpus's retrievers and budgets; the cells whose paired 95% bootstrap interval leaves"
+        " out 0 are named. The settings differ in mean size as well as in how sizes are chosen (see the tables).",
+        "",
+        *sizing_lines(rows, seed),
+        "",
         "## Every zerda setting beside the best peer setting at each budget",
         "",
         "As the targets above: Δ = zerda - best peer with its paired 95% bootstrap interval.",

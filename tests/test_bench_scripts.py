@@ -85,3 +85,20 @@ def test_retrieval_targets_pair_zerda_with_the_best_peer_per_cell() -> None:
     assert best == {"handbook": "zerda b"} and len(cells) == 2 * len(bench.BUDGETS)
     assert all(c.zerda.splitter.name == "zerda b" and c.low <= c.delta < 0 <= c.high for c in cells)
     assert {c.verdict for c in cells} == {"within"}
+
+
+def test_retrieval_sizing_lines_set_each_setting_beside_the_fixed_target() -> None:
+    from benchmarks import bench_retrieval as bench
+    from pipelines.evaluation.evaluate import Result
+    from pipelines.evaluation.splitters import Splitter
+
+    def row(name: str, recalls: list[float]) -> Result:
+        splitter = Splitter(name, "zerda", "-", lambda number, text: ([], None))
+        return Result("python-docs", "BM25", splitter, 1, 1.0, {}, {b: recalls for b in bench.BUDGETS})
+
+    rows = [row(bench.FIXED_TARGET, [0.5] * 4), row("zerda low", [0.2] * 4), row("zerda same", [0.6, 0.4, 0.5, 0.5])]
+    assert bench.sizing_lines(rows, seed=0) == [
+        "- python-docs, zerda low: mean Δ -0.300 over 3 cells; interval without 0: BM25 1k -0.300, BM25 2k -0.300,"
+        " BM25 4k -0.300",
+        "- python-docs, zerda same: mean Δ +0.000 over 3 cells; interval without 0: none",
+    ]
