@@ -51,9 +51,10 @@ TECHNICAL_WORDS = frozenset(
     خوارزمية خوارزميات معادلة معادلات مصفوفة دالة برمجة استعلام
     """.split()
 )
-# What ``_estimate_density`` computes, by number: a new formula gives other chunks of the same text, so the
-# number is part of every fingerprint of chunks (pipelines/settings.py) and goes up with each change of it.
-DENSITY_VERSION = 3
+# What the chunker computes, by number: a new density formula (``_estimate_density``) or a new way of packing
+# sentences into chunks (``_Cutter``) gives other chunks of the same text, so the number is part of every
+# fingerprint of chunks (pipelines/settings.py) and goes up with each change of either.
+DENSITY_VERSION = 4
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
@@ -501,8 +502,8 @@ class _Cutter:
 
     A chunk's target is its block's (``_Sizing``), taken where the chunk starts. A chunk
     after the first starts inside the last ``overlap`` characters of the one before (capped
-    at half that chunk's target), snapped forward to a word start (shrunk further when that
-    lets the next sentence fit whole). A sentence that cannot fit is cut at the last
+    at half that chunk's target), snapped forward to a sentence start, else to a word start
+    (shrunk further when that lets the next sentence fit whole). A sentence that cannot fit is cut at the last
     whitespace in reach (a newline in the second half of the window is preferred), else at
     a character.
     """
@@ -563,12 +564,12 @@ class _Cutter:
                         end = better
                         s, e = ends.next_sentence(better)
                     chunks.append((start, end, self.block))
-                    start, fresh = self._next_start(start, end, e), False
+                    start, fresh = self._next_start(ends, start, end, e), False
                     limit = self._aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
-                start, end = self._next_start(start, piece_end, e), piece_end
+                start, end = self._next_start(ends, start, piece_end, e), piece_end
                 limit = self._aim(start)
             s, e = ends.next_sentence(end)
         if fresh and start is not None:
@@ -588,7 +589,7 @@ class _Cutter:
             i -= 1
         return end
 
-    def _next_start(self, start: int, end: int, next_end: int) -> int | None:
+    def _next_start(self, ends: SentenceEnds, start: int, end: int, next_end: int) -> int | None:
         """Where the chunk after ``[start, end)`` begins: inside its overlap, or ``None`` for no overlap.
 
         No overlap when any would keep the next sentence (ending at ``next_end``) from fitting
@@ -603,18 +604,33 @@ class _Cutter:
         fitting = measure.back(next_end, self.target)
         if fitting < lowest:
             fitting = lowest
-        word = _WORD_START.search(self.text, fitting, end) if fitting < end else None
-        if word is not None:
-            return word.start()
+        found = self._overlap_start(ends, fitting, end)
+        if found is not None:
+            return found
         following = _NON_SPACE.search(self.text, end)
         if following is not None and next_end <= measure.ahead(following.start(), self.target):
             return None  # no overlap lets the next sentence fit, and it fits alone
-        word = _WORD_START.search(self.text, lowest, end) if lowest < end else None
-        if word is not None:
-            return word.start()
+        found = self._overlap_start(ends, lowest, end)
+        if found is not None:
+            return found
         while lowest < end and _continues_cluster(self.text, lowest):  # never start inside a cluster
             lowest += 1
         return lowest if lowest < end else None
+
+    def _overlap_start(self, ends: SentenceEnds, low: int, end: int) -> int | None:
+        """The first sentence start in ``[low, end)``, else the first word start there, else None.
+
+        A chunk that starts where a sentence, a paragraph or a heading does keeps what begins there whole:
+        a heading that closed the chunk before is carried into the chunk of the body it introduces, which
+        retrieves better than a chunk that starts mid-sentence (docs/retrieval.md).
+        """
+        if low >= end:
+            return None
+        found = ends.first_start_within(low, end)
+        if found is not None:
+            return found
+        word = _WORD_START.search(self.text, low, end)
+        return word.start() if word is not None else None
 
     def _cut_sentence(self, s: int, limit: int) -> tuple[int, int]:
         """Cut the sentence starting at ``s`` at or before ``limit``: (piece end, rest start)."""

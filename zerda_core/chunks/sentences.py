@@ -114,6 +114,23 @@ class SentenceEnds:
             i -= 1
         return ends[i]
 
+    def start_after(self, end: int) -> int:
+        """Where the next sentence starts: the first visible character at or after ``end``, else the text's length."""
+        found = _NON_SPACE.search(self.text, end)
+        return found.start() if found is not None else len(self.text)
+
+    def first_start_within(self, low: int, high: int) -> int | None:
+        """The first sentence start in ``[low, high)`` that is also a word start (whitespace before it), else None."""
+        ends, text = self.ends, self.text
+        i = max(bisect_right(ends, low) - 1, 0)  # the end before ``low`` may start a sentence at or after it
+        while i < len(ends) and ends[i] < high:
+            if self.is_end(ends[i]):
+                start = self.start_after(ends[i])
+                if low <= start < high and text[start - 1].isspace():
+                    return start
+            i += 1
+        return None
+
     def is_end(self, end: int) -> bool:
         """Whether a possible end is one: not the dot of an abbreviation, unless a blank line follows."""
         known = self._known.get(end)  # a chunker asks again about the ends it stepped over
