@@ -114,20 +114,23 @@ class SentenceEnds:
             i -= 1
         return ends[i]
 
-    def start_after(self, end: int) -> int:
-        """Where the next sentence starts: the first visible character at or after ``end``, else the text's length."""
-        found = _NON_SPACE.search(self.text, end)
-        return found.start() if found is not None else len(self.text)
-
     def first_start_within(self, low: int, high: int) -> int | None:
-        """The first sentence start in ``[low, high)`` that is also a word start (whitespace before it), else None."""
+        """The first sentence start in ``[low, high)`` that is also a word start (whitespace before it), else None.
+
+        Asked at every chunk: conditionals rather than max(), and each start searched for within ``high`` only.
+        """
         ends, text = self.ends, self.text
-        i = max(bisect_right(ends, low) - 1, 0)  # the end before ``low`` may start a sentence at or after it
-        while i < len(ends) and ends[i] < high:
+        i = bisect_right(ends, low) - 1  # the end before ``low`` may start a sentence at or after it
+        if i < 0:
+            i = 0
+        count = len(ends)
+        while i < count and ends[i] < high:
             if self.is_end(ends[i]):
-                start = self.start_after(ends[i])
-                if low <= start < high and text[start - 1].isspace():
-                    return start
+                found = _NON_SPACE.search(text, ends[i], high)
+                if found is not None:
+                    start = found.start()
+                    if start >= low and text[start - 1].isspace():
+                        return start
             i += 1
         return None
 
