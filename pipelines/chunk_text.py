@@ -10,7 +10,7 @@ once a document, not once a chunk). Every element that yields no chunk goes to t
   (or ``doc_id``) and ``source``; its other keys are carried into every chunk's ``metadata.extra``,
   or with ``metadata_fields`` only the keys named there (the chunker's own keys, such as ``density``,
   win a clash): the meaning Beam's own RAG chunkers give those two arguments. A ``SourceRecord``'s
-  record number is carried as ``extra["record"]``.
+  record number is carried as ``extra["record"]``, its title (``input.title_field``) as ``extra["title"]``.
 - With ``embed_text`` (a template, see :mod:`pipelines.embed_text`) each chunk also carries its rendered
   embedding text as ``extra["embed_text"]``; its ``text`` stays the exact slice of the document.
 - An element without an id gets one from its content (:func:`pipelines.records.content_id`): a PCollection has
@@ -31,7 +31,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.embed_text import EMBED_TEXT_KEY, check_template, render
+from pipelines.embed_text import EMBED_TEXT_KEY, TITLE_KEY, check_template, render
 from pipelines.names import METRICS_NAMESPACE, REJECTS
 from pipelines.records import (
     Reject,
@@ -115,7 +115,10 @@ def _read_input(element: object, fields: _Fields) -> _Input | Reject:
         return _Input(_document(element, None, None))
     if isinstance(element, SourceRecord):
         document = Document(element.text, encodable(element.doc_id), encodable(element.source))
-        return _Input(document, element.record, {"record": element.record})
+        extra: dict[str, Any] = {"record": element.record}
+        if element.title is not None:
+            extra[TITLE_KEY] = element.title
+        return _Input(document, element.record, extra)
     if isinstance(element, Document):
         if not isinstance(element.text, str):
             source, doc_id = encodable(str(element.source)), encodable(str(element.doc_id))

@@ -1,13 +1,14 @@
-"""The ``embed_text`` template: a chunk's context (heading path, id, source) put before its text for embedding.
+"""The ``embed_text`` template: a chunk's context (title, heading path, id, source) put before its text for embedding.
 
 An embedder sees a chunk alone; a heading path in front of it ("Install > From source") tells it what the
 chunk is about. The chunk's ``text`` stays the exact slice of its document; the rendered template is a
 second text, made in one place (:func:`render`) for the job's ``embed_text`` column, ``ChunkText`` and
 ``ZerdaChunker``, so the three never disagree.
 
-Placeholders: ``{section}`` (the Markdown/rST heading path, empty when the chunk has none), ``{doc_id}``,
-``{source}`` and ``{text}`` (required). ``{{`` and ``}}`` are literal braces. Nothing else is allowed (no
-format specs, conversions or attribute access): a template is data from a config, never code.
+Placeholders: ``{title}`` (the document's title: a record's ``input.title_field``, a Beam element's ``title``
+key; empty when it has none), ``{section}`` (the Markdown/rST heading path, empty when the chunk has none),
+``{doc_id}``, ``{source}`` and ``{text}`` (required). ``{{`` and ``}}`` are literal braces. Nothing else is
+allowed (no format specs, conversions or attribute access): a template is data from a config, never code.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import string
 
 from zerda_core.chunks import DocumentChunk
 
-PLACEHOLDERS = ("section", "doc_id", "source", "text")
+PLACEHOLDERS = ("title", "section", "doc_id", "source", "text")
 EMBED_TEXT_KEY = "embed_text"  # the metadata.extra key (and the job's column) that holds the rendered text
+TITLE_KEY = "title"  # the metadata.extra key of the document's title: a record's title field, a dict's "title" key
 # What ``render`` does, by number: a template rendered another way gives other rows from the same settings,
 # so the number is in every fingerprint of chunks made with a template (``identity``) and goes up with each change.
 RENDERING = 2
-TEMPLATE_RULE = "null or a template with {text} and no placeholder but {section}, {doc_id}, {source}"
+TEMPLATE_RULE = "null or a template with {text} and no placeholder but {title}, {section}, {doc_id}, {source}"
 
 
 def template_problem(template: object) -> str | None:
@@ -70,8 +72,9 @@ def render(template: str, chunk: DocumentChunk) -> str:
     so the embedder never gets blank lines for nothing; the chunk's own text is always whole.
     """
     meta = chunk.metadata
-    section = meta.extra.get("section")
+    section, title = meta.extra.get("section"), meta.extra.get(TITLE_KEY)
     values = {
+        "title": title if isinstance(title, str) else "",
         "section": "" if section is None else str(section),
         "doc_id": meta.doc_id,
         "source": meta.source,

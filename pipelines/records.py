@@ -39,13 +39,22 @@ def content_id(text: str) -> str:
 class SourceRecord:
     """One input record whose text was read: a JSONL line, a Parquet row or a whole text file.
 
-    ``record`` is the 1-based line or row number, or 0 for a whole-file document.
+    ``record`` is the 1-based line or row number, or 0 for a whole-file document; ``title`` the record's
+    title field (``input.title_field``), when it has one.
     """
 
     source: str
     record: int
     doc_id: str
     text: str
+    title: str | None = None
+
+    def digest(self) -> str:
+        """What an incremental run compares: the text's hash, and with a title the title's too (a new title
+        is a new ``embed_text``, so the document's chunks are made again)."""
+        if self.title is None:
+            return content_hash(self.text)
+        return content_hash(f"{len(self.title)}:{self.title}{self.text}")
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,12 @@ class InputSettings(_Section):
     SECTION: ClassVar[str] = "input"
     text_field: str = _setting("text", NAME, "JSONL field / Parquet column holding the document text.")
     id_field: str = _setting("id", NAME, "JSONL field / Parquet column holding the document id (optional).")
+    title_field: str | None = _setting(
+        None,
+        OPTIONAL_NAME,
+        "JSONL field / Parquet column holding the document title, for `output.embed_text`'s `{title}`; null: none."
+        " A string value is the title (cut to 200 characters), anything else none.",
+    )
     encoding_errors: str = _setting(
         "strict",
         _one_of("strict", "replace"),
@@ -248,6 +254,8 @@ class InputSettings(_Section):
             problems.append(
                 f"input.text_field and input.id_field are both {self.text_field!r}: every id would be its whole text"
             )
+        if self.title_field in (self.text_field, self.id_field):
+            problems.append(f"input.title_field is {self.title_field!r}, a field read as the text or the id")
         if not SUFFIX_FORMATS.check(self.formats):
             return problems
         problems += [
@@ -372,6 +380,8 @@ class Settings:
         settings["chunking"] = self.chunking.identity()
         settings["output"]["embed_text"] = embed_text_identity(self.output.embed_text)
         del settings["input"]["split_bytes"]
+        if self.input.title_field is None:  # unset, as before the setting existed: an output's fingerprint stays
+            del settings["input"]["title_field"]
         return _fingerprint(settings)
 
     @property

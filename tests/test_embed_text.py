@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.ml.transforms.base import MLTransform
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
@@ -39,7 +42,7 @@ def _config(path: Path, template: str, *, incremental: bool = False) -> Path:
 @pytest.mark.parametrize(
     ("template", "problem"),
     [
-        ("{title}: {text}", "unknown placeholder {title}"),
+        ("{author}: {text}", "unknown placeholder {author}"),
         ("{section}", "must contain {text}"),
         ("{text!r}", "no format spec or conversion"),
         ("{text:>20}", "no format spec or conversion"),
@@ -90,9 +93,9 @@ def test_a_new_rendering_moves_the_fingerprints_of_templates_only(monkeypatch: p
 
 
 def test_a_bad_template_stops_the_job_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = _config(tmp_path / "bad.yaml", "{title}: {text}")
+    config = _config(tmp_path / "bad.yaml", "{author}: {text}")
     assert check_config([str(config)]) == 2
-    assert "output.embed_text has an unknown placeholder {title}" in capsys.readouterr().err
+    assert "output.embed_text has an unknown placeholder {author}" in capsys.readouterr().err
     output = tmp_path / "out"
     assert main(["--input", str(DATA), "--output", str(output), "--config", str(config)]) == 2
     err = capsys.readouterr().err
@@ -183,3 +186,77 @@ def test_zerda_chunker_embeds_the_rendered_text_and_keeps_the_slice_in_metadata(
 def test_the_docs_name_the_column_and_the_option() -> None:
     assert "`embed_text`" in (REPO / "docs/output.md").read_text(encoding="utf-8")
     assert "embed_text=" in (REPO / "docs/beam.md").read_text(encoding="utf-8")
+
+
+PROSE = "The fennec fox sleeps by day in a burrow and hunts beetles and gerbils at night. "
+
+
+def _titled_config(path: Path, template: str, *, incremental: bool = False) -> Path:
+    _config(path, template, incremental=incremental)
+    path.write_text(path.read_text(encoding="utf-8") + "input:\n  title_field: title\n", encoding="utf-8")
+    return path
+
+
+def test_title_fields_fill_title_in_jsonl_and_parquet(tmp_path: Path) -> None:
+    corpus, output = tmp_path / "corpus", tmp_path / "out"
+    corpus.mkdir()
+    rows = [
+        {"id": "fox", "title": "Fennec fox", "text": PROSE * 12},
+        {"id": "none", "text": PROSE * 11},  # no title: the template's blank context is left out
+        {"id": "number", "title": 7, "text": PROSE * 10},  # not a string: no title, the document is kept
+        {"id": "long", "title": "T" * 500, "text": PROSE * 9},
+        {"id": "surrogate", "title": "caf\ud800e", "text": PROSE * 8},  # a lone surrogate: U+FFFD
+    ]
+    (corpus / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    table = pa.table({"id": ["pq"], "title": ["Parquet title"], "text": [PROSE * 7]})
+    pq.write_table(table, corpus / "b.parquet")
+    config = _titled_config(tmp_path / "titled.yaml", "{title}\n\n{text}")
+    manifest = run(["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet"])
+    assert not any(manifest["counts"]["rejects"].values())
+    expected = {
+        "fox": "Fennec fox\n\n",
+        "none": "",
+        "number": "",
+        "long": "T" * 199 + "…\n\n",
+        "surrogate": "caf\ufffde\n\n",
+        "pq": "Parquet title\n\n",
+    }
+    chunks = read_chunks(output).to_pylist()
+    assert {row["doc_id"] for row in chunks} == set(expected)
+    for row in chunks:
+        assert row["embed_text"] == expected[row["doc_id"]] + row["text"], row["doc_id"]
+
+
+def test_a_new_title_makes_the_document_changed_in_an_incremental_run(tmp_path: Path) -> None:
+    corpus, output = tmp_path / "corpus", tmp_path / "out"
+    corpus.mkdir()
+    lines = [{"id": f"d{i}", "title": f"Title {i}", "text": PROSE * (8 + i)} for i in range(3)]
+    path = corpus / "a.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    config = _titled_config(tmp_path / "titled.yaml", "{title}: {text}", incremental=True)
+    argv = ["--input", str(corpus), "--output", str(output), "--config", str(config), "--quiet"]
+    run(argv)
+    lines[1]["title"] = "A new title"  # the text is the same
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    manifest = run(argv)
+    assert manifest["changes"]["incremental"] is True
+    assert manifest["changes"]["documents_changed"] == 1 and manifest["changes"]["documents_unchanged"] == 2
+    titles = {row["doc_id"]: row["embed_text"].split(": ")[0] for row in read_chunks(output).to_pylist()}
+    assert titles == {"d0": "Title 0", "d1": "A new title", "d2": "Title 2"}
+
+
+def test_a_beam_element_s_title_fills_title() -> None:
+    with BeamTestPipeline() as p:
+        chunks = (
+            p
+            | beam.Create([{"id": "fox", "title": "Fennec fox", "text": PROSE * 10}, {"id": "bare", "text": PROSE * 9}])
+            | ChunkText(SETTINGS, embed_text="{title}\n\n{text}")
+        ).chunks
+        pairs = chunks | beam.Map(lambda c: (c.metadata.doc_id, c.metadata.extra["embed_text"].startswith("Fennec")))
+        assert_that(pairs | beam.Distinct(), equal_to([("fox", True), ("bare", False)]))
+
+
+def test_a_title_field_that_is_the_text_or_the_id_is_refused() -> None:
+    for field in ("text", "id"):
+        with pytest.raises(SettingsError, match=r"input\.title_field is"):
+            Settings.from_dict({"input": {"title_field": field}})

@@ -17,6 +17,7 @@ from pipelines.evaluation.metrics import Span, bootstrap, score, within_budget
 from pipelines.evaluation.questions import Question, QuestionsError, load_questions, locate
 from pipelines.evaluation.retrievers import Retriever, fuse
 from pipelines.evaluation.splitters import zerda_splitter
+from pipelines.records import SourceRecord
 from pipelines.settings import ChunkingSettings
 from tests.browser import png_pixels, screenshot
 from zerda_core.chunks import AdaptiveChunker
@@ -341,7 +342,8 @@ def test_a_template_ranks_the_rendered_text_while_the_spans_stay_the_offsets() -
     texts = ["# Fennec\n\n## Ears\n\n" + FOX, PARQUET]
     settings = ChunkingSettings(min_size=100, max_size=300, overlap=32)
     plain = zerda_splitter("plain", settings)
-    with_context = zerda_splitter("context", settings, "{doc_id} | {section} | {text}", ["fox", "parquet"])
+    documents = [SourceRecord("", 0, doc_id, text) for doc_id, text in zip(["fox", "parquet"], texts, strict=True)]
+    with_context = zerda_splitter("context", settings, "{doc_id} | {section} | {text}", documents)
     question = Question("How does the fennec fox keep cool?", (Span(0, 0, 40),))
     seen = []
     for splitter in (plain, with_context):
@@ -357,7 +359,7 @@ def test_a_template_ranks_the_rendered_text_while_the_spans_stay_the_offsets() -
         assert ranked.startswith(f"{doc_id} | ") and ranked.endswith(f" | {texts[span.doc][span.start : span.end]}")
     assert any(r.startswith("fox | Fennec > Ears | ") for r in seen[1]), "the heading path is in the ranked text"
     with pytest.raises(ValueError, match="unknown placeholder"):
-        zerda_splitter("bad", settings, "{title} {text}")
+        zerda_splitter("bad", settings, "{author} {text}")
 
 
 @pytest.mark.skipif(not importlib.util.find_spec("bm25s"), reason="bm25s not installed")
@@ -393,3 +395,11 @@ def test_a_config_with_embed_text_cuts_each_document_once(
     argv = ["--input", str(corpus), "--questions", str(questions), "--config", str(config), "--retrievers", "bm25"]
     assert main([*argv, "--peers"]) == 0
     assert len(cut) == 3 and set(cut.values()) == {1}, cut.values()
+
+
+def test_a_template_s_title_is_the_document_s_title() -> None:
+    documents = [SourceRecord("", 0, "fox", FOX, "Fennec fox"), SourceRecord("", 0, "salt", SALT)]
+    splitter = zerda_splitter("titled", ChunkingSettings(min_size=100, max_size=300), "{title}\n\n{text}", documents)
+    (fox_spans, fox_texts), (salt_spans, salt_texts) = splitter.cut(0, FOX), splitter.cut(1, SALT)
+    assert fox_texts == [f"Fennec fox\n\n{FOX[start:end]}" for start, end in fox_spans] and fox_spans
+    assert salt_texts == [SALT[start:end] for start, end in salt_spans], "no title: the chunk's text alone"

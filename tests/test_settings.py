@@ -62,6 +62,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "input": {
             "text_field": "text",
             "id_field": "id",
+            "title_field": None,
             "encoding_errors": "strict",
             "max_document_chars": 50_000_000,
             "max_file_bytes": 10_000_000_000,

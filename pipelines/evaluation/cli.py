@@ -93,12 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     return raise_on_error(parser)
 
 
-def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[str], list[str], int]:
-    """Document ids and texts of every file the patterns match, read by zerda's readers, and how many records
-    were rejected. A document whose id was read already is left out (a question could not name it) and counted
+def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[SourceRecord], int]:
+    """The documents of every file the patterns match, read by zerda's readers, and how many records were
+    rejected. A document whose id was read already is left out (a question could not name it) and counted
     as rejected, with one message."""
-    ids: list[str] = []
-    texts: list[str] = []
+    documents: list[SourceRecord] = []
     seen: set[str] = set()
     rejects = repeated = 0
     for file in expand_inputs(patterns):
@@ -108,13 +107,12 @@ def read_corpus(patterns: Sequence[str], settings: InputSettings) -> tuple[list[
                     repeated += 1
                     continue
                 seen.add(item.doc_id)
-                ids.append(item.doc_id)
-                texts.append(item.text)
+                documents.append(item)
             elif isinstance(item, Reject):
                 rejects += item.count
     if repeated:
         print(f"{PROG}: {repeated:,} document(s) with an id read already are left out", file=sys.stderr)
-    return ids, texts, rejects + repeated
+    return documents, rejects + repeated
 
 
 def _read_questions(url: str) -> list[str]:
@@ -200,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
     entries = parse_questions(_read_questions(args.questions))  # usage errors before the long work
     retrievers, versions = _retrievers(args.retrievers, args.embedder)
     tokenizer = _budget_tokenizer(args.tokenizer)
-    ids, texts, rejects = read_corpus(args.input, named[0][1].input)
+    documents, rejects = read_corpus(args.input, named[0][1].input)
+    ids, texts = [d.doc_id for d in documents], [d.text for d in documents]
     if not texts:
         raise UsageError(f"no document read from --input ({rejects:,} rejected)")
     progress(f"read {len(texts):,} documents ({sum(map(len, texts)):,} characters), {rejects:,} rejected")
@@ -210,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     if not questions:
         raise QuestionsError("no question could be located in the corpus")
     splitters = [
-        _remembered(zerda_splitter(name, settings.chunking, settings.output.embed_text, ids))
+        _remembered(zerda_splitter(name, settings.chunking, settings.output.embed_text, documents))
         for name, settings in named
     ]
     if args.peers:

@@ -18,7 +18,8 @@ from importlib import metadata
 from typing import Any
 
 import zerda_core
-from pipelines.embed_text import check_template, render
+from pipelines.embed_text import TITLE_KEY, check_template, render
+from pipelines.records import SourceRecord
 from pipelines.settings import ChunkingSettings
 
 TextSpans = list[tuple[int, int]]
@@ -67,12 +68,13 @@ def located(text: str, pieces: Sequence[str]) -> TextSpans:
 
 
 def zerda_splitter(
-    name: str, chunking: ChunkingSettings, embed_text: str | None = None, doc_ids: Sequence[str] = ()
+    name: str, chunking: ChunkingSettings, embed_text: str | None = None, documents: Sequence[SourceRecord] = ()
 ) -> Splitter:
     """zerda's AdaptiveChunker for a config's chunking section; its own offsets are the spans.
 
-    With an ``embed_text`` template the chunks are ranked by their rendered text; ``doc_ids`` (by document
-    number) fill ``{doc_id}``, and ``{source}`` is empty: the evaluation pools documents, not files.
+    With an ``embed_text`` template the chunks are ranked by their rendered text; ``documents`` (by document
+    number, as read) fill ``{doc_id}`` and ``{title}``, and ``{source}`` is empty: the evaluation pools
+    documents, not files.
     """
     chunker = chunking.chunker()
     template = check_template(embed_text)
@@ -80,7 +82,11 @@ def zerda_splitter(
     def cut(number: int, text: str) -> Cut:
         if template is None:
             return [(c.metadata.start_char, c.metadata.end_char) for c in chunker.chunk(text)], None
-        chunks = chunker.chunk(text, doc_id=doc_ids[number] if number < len(doc_ids) else "")
+        read = documents[number] if number < len(documents) else None
+        chunks = chunker.chunk(text, doc_id="" if read is None else read.doc_id)
+        if read is not None and read.title is not None:
+            for chunk in chunks:
+                chunk.metadata.extra[TITLE_KEY] = read.title
         return [(c.metadata.start_char, c.metadata.end_char) for c in chunks], [render(template, c) for c in chunks]
 
     return Splitter(name, "zerda", zerda_core.__version__, cut)

@@ -18,7 +18,7 @@ from pipelines.output.build_manifest import add_buckets
 from pipelines.output.layout import (
     PARTITION_COLUMN,
 )
-from pipelines.records import SourceRecord, content_hash
+from pipelines.records import SourceRecord
 
 _SLICES_HELD = 8  # sources whose previous index rows a classifying worker keeps (records come file by file)
 
@@ -111,7 +111,7 @@ class _Classify(beam.DoFn):
 
     def process(self, record: SourceRecord) -> Iterator[Any]:
         key = document_key(record.source, record.record, record.doc_id)
-        digest = content_hash(record.text)
+        digest = record.digest()
         known = self._known(record.source).get(key)
         if known is not None and known[0] == digest:
             _, bucket, *numbers = known

@@ -25,6 +25,7 @@ from pipelines.records import (
 )
 from pipelines.redact import bounded, redact_url, remember_credentials
 from pipelines.settings import InputSettings
+from zerda_core.chunks.structure import TITLE_CHARS
 
 BUFFER_BYTES = 1 << 20
 MISSING = object()  # a field the record does not have (unlike one set to null)
@@ -117,7 +118,9 @@ class FileContext:
                 record, doc_id, "invalid_utf8", f"invalid UTF-8 at byte {err.start}: {err.reason}", around
             )
 
-    def document(self, record: int, doc_id: str, text: str, named: bool = True) -> SourceRecord | Reject:
+    def document(
+        self, record: int, doc_id: str, text: str, named: bool = True, title: str | None = None
+    ) -> SourceRecord | Reject:
         """The text as it is (line ends untouched: chunks are exact slices), or why it is refused. A record
         that has no id (``named`` False) is a document named by its text, so its identity does not change
         when a line above it is added or removed; refused, it keeps ``doc_id``, its position."""
@@ -129,12 +132,18 @@ class FileContext:
             return self.reject(record, doc_id, "too_large", f"{len(text)} characters, over {limit}", text)
         if "\x00" in text:
             return self.reject(record, doc_id, "not_text", f"NUL character at {text.index(chr(0))}", text)
-        return SourceRecord(self.source, record, doc_id if named else content_id(text), text)
+        return SourceRecord(self.source, record, doc_id if named else content_id(text), text, title)
 
     def from_fields(
-        self, record: int, raw_id: object, text: object, bad_input: object, escaped: bool = False
+        self,
+        record: int,
+        raw_id: object,
+        text: object,
+        bad_input: object,
+        escaped: bool = False,
+        raw_title: object = None,
     ) -> SourceRecord | Reject:
-        """A JSONL object's or Parquet row's id and text; ids may be strings or integers. ``escaped``: see
+        """A JSONL object's or Parquet row's id, text and title; ids may be strings or integers. ``escaped``: see
         :meth:`surrogate_free`."""
         if isinstance(raw_id, bytes):  # a Parquet string column, read as bytes: decoded value by value
             raw_id = self.decode(raw_id, record, self.default_id(record), "utf-8")
@@ -157,7 +166,9 @@ class FileContext:
             field = bounded(self.settings.text_field)
             what = f"has no field {field!r}" if text is MISSING else f"has {field!r} = {_kind(text)}, not a string"
             return self.reject(record, doc_id, "missing_text", f"record {what}", bad_input)
-        return text if isinstance(text, Reject) else self.document(record, doc_id, text, named=has_id)
+        if isinstance(text, Reject):
+            return text
+        return self.document(record, doc_id, text, named=has_id, title=title_of(raw_title))
 
     def binary_sniffed(self, stream: io.BufferedReader) -> Reject | None:
         """A binary head (see ``binary_head``) is one ``not_text`` reject for the file."""
@@ -171,6 +182,18 @@ class FileContext:
             )
             return self.reject(0, self.name, "not_text", message)
         return None
+
+
+def title_of(raw: object) -> str | None:
+    """A record's title: a string value (a Parquet value's bytes decoded), invalid UTF-8 and lone surrogates
+    as U+FFFD, cut to ``TITLE_CHARS`` as a heading's title is; anything else, or white space only, is none.
+    A title is context for the embedder, never a reason to refuse the document."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if not isinstance(raw, str) or isinstance(raw, BigInt) or not raw.strip():
+        return None
+    title = without_surrogates(raw)
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
 
 
 def json_kind(value: object) -> str:

@@ -155,13 +155,14 @@ def _json_record(ctx: FileContext, number: int, raw: bytes) -> SourceRecord | Re
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     settings = ctx.settings
     repeated = obj.twice if isinstance(obj, _Repeated) else {}
-    read_twice = [key for key in (settings.text_field, settings.id_field) if key in repeated]
+    read_twice = [key for key in (settings.text_field, settings.id_field, settings.title_field) if key in repeated]
     if read_twice:  # a field zerda does not read may repeat, as it may hold anything
         key = read_twice[0]
         message = f"key {bounded(key)!r} appears {repeated[key]} times: which value to read?"
         return ctx.reject(number, ctx.default_id(number), "invalid_json", message, shown)
     text = obj.get(settings.text_field, MISSING)
-    return ctx.from_fields(number, obj.get(settings.id_field), text, shown, escaped=escaped)
+    title = None if settings.title_field is None else obj.get(settings.title_field)
+    return ctx.from_fields(number, obj.get(settings.id_field), text, shown, escaped=escaped, raw_title=title)
 
 
 class _Repeated(dict[str, object]):
@@ -212,7 +213,7 @@ def read_text(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRec
 
 
 def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[SourceRecord | Reject]:
-    """Rows by record batch; only the text and id columns are read, each row on its own.
+    """Rows by record batch; only the text, id and title columns are read, each row on its own.
 
     String columns are read as bytes and decoded value by value, so invalid UTF-8 rejects its row
     only. Memory is bounded before values are made: batches are sized from each row group's
@@ -230,7 +231,8 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
                 0, ctx.name, "missing_text", f"no column {bounded(settings.text_field)!r} (columns: {shown})"
             )
             return
-        columns = [settings.text_field] + ([settings.id_field] if settings.id_field in names else [])
+        optional = (settings.id_field, settings.title_field)
+        columns = [settings.text_field] + [name for name in optional if name is not None and name in names]
         twice = [name for name in columns if names.count(name) > 1]
         if twice:
             message = f"column {bounded(twice[0])!r} appears {names.count(twice[0])} times: which one to read?"
@@ -246,12 +248,13 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
             rows = _batch_rows(parquet.metadata.row_group(group), columns)
             for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):
                 texts = _values(batch.column(settings.text_field), max_bytes, integers=False)
-                ids = (
-                    _values(batch.column(settings.id_field), max_bytes, integers=True)
-                    if len(columns) > 1
+                ids, titles = (
+                    _values(batch.column(name), max_bytes, integers=name == settings.id_field)
+                    if name in columns
                     else [None] * len(texts)
+                    for name in (settings.id_field, settings.title_field)
                 )
-                for text, raw_id in zip(texts, ids, strict=True):
+                for text, raw_id, title in zip(texts, ids, titles, strict=True):
                     row += 1
                     oversize = next((v for v in (text, raw_id) if isinstance(v, _Oversize)), None)
                     if oversize is not None:
@@ -259,9 +262,9 @@ def read_parquet(stream: io.BufferedReader, ctx: FileContext) -> Iterator[Source
                         message = f"{what} of {oversize.size} bytes, over {settings.max_document_chars} characters"
                         yield ctx.reject(row, ctx.default_id(row), "too_large", message)
                     else:
-                        yield ctx.from_fields(row, raw_id, text, text)
+                        yield ctx.from_fields(row, raw_id, text, text, raw_title=title)
                 ctx.record = row + 1
-                del texts, ids, batch  # a huge batch is not kept alive while the next is read
+                del texts, ids, titles, batch  # a huge batch is not kept alive while the next is read
 
 
 @dataclass(frozen=True)
