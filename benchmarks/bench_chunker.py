@@ -14,7 +14,8 @@ Why this shape:
 - Memory: peak RSS growth while chunking one document at 1x and 4x size, each in a fresh process
   (memprobe.py); a 4x/1x ratio near 4 means memory is linear in the document.
 - Cost per chunk: every tool chunks the same documents at a fixed size and overlap (800 / 100
-  characters) and at half of both (400 / 50), about twice the chunks; the time ratio shows what
+  characters) and at half of both (400 / 50), about twice the chunks, and zerda at its own
+  density-driven sizing with every size halved (max_size 1500 then 750); the time ratio shows what
   doubling the chunks costs (2 would mean all cost is per chunk) and the slope, microseconds per
   extra chunk, the cost of one chunk free of the per-character work.
 
@@ -265,14 +266,28 @@ def bench_memory(tools: list[Tool], corpora: list[Corpus], mb: float, sizes: Siz
 
 # (size, overlap) pairs: the second halves both, so a document gives about twice the chunks
 CHUNK_COST_SIZES = ((800, 100), (400, 50))
+# zerda also at its own, density-driven sizing, every size halved the same way: (min_size, max_size, overlap)
+OWN_SIZING_COST = ((100, 1500, 128), (50, 750, 64))
+
+
+@dataclass(frozen=True)
+class CostRun:
+    """A chunker timed at two settings, the second giving about twice the chunks: ``run(text, i)`` cuts ``text``
+    at setting ``i`` (0 or 1); ``settings`` says what they are."""
+
+    key: str
+    name: str
+    settings: str
+    run: Callable[[str, int], Sequence[Any]]
 
 
 @dataclass
 class ChunkCostRow:
-    """One tool on one corpus at each of ``CHUNK_COST_SIZES``: chunk counts and seconds per repetition."""
+    """One chunker on one corpus at each of its two settings: chunk counts and seconds per repetition."""
 
     corpus: str
     tool: str
+    settings: str
     chunks: list[int]
     seconds: list[list[float]]
 
@@ -291,29 +306,42 @@ class ChunkCostRow:
         return (small - large) / (n_small - n_large) * 1e6 if n_small != n_large else float("nan")
 
 
-def fixed_size_run(tool: Tool) -> Callable[[str, int, int], Sequence[Any]]:
-    """A tool's run at the size it is given: a peer's own; for zerda, an AdaptiveChunker whose target is that size."""
-    if tool.key != "zerda":
-        return tool.run
+def cost_runs(tools: list[Tool]) -> list[CostRun]:
+    """Every tool at ``CHUNK_COST_SIZES`` (zerda with its target fixed there: min_size = max_size), and zerda at
+    ``OWN_SIZING_COST``."""
     from zerda_core.chunks import AdaptiveChunker
 
-    @functools.cache
-    def chunker(size: int, overlap: int) -> AdaptiveChunker:
-        return AdaptiveChunker(min_size=size, max_size=size, overlap=overlap)
+    def zerda(settings: tuple[tuple[int, int, int], ...]) -> Callable[[str, int], Sequence[Any]]:
+        """zerda at each (min_size, max_size, overlap) of ``settings``, by index."""
+        built = [AdaptiveChunker(min_size=low, max_size=high, overlap=lap) for low, high, lap in settings]
+        return lambda text, i: built[i].chunk(text, doc_id="bench", source="bench")
 
-    return lambda text, size, overlap: chunker(size, overlap).chunk(text, doc_id="bench", source="bench")
+    def peer(tool: Tool) -> Callable[[str, int], Sequence[Any]]:
+        return lambda text, i: tool.run(text, *CHUNK_COST_SIZES[i])
+
+    fixed = " → ".join(f"{size} / {overlap}" for size, overlap in CHUNK_COST_SIZES)
+    own = " → ".join(f"{low}-{high} / {lap}" for low, high, lap in OWN_SIZING_COST)
+    runs: list[CostRun] = []
+    for tool in tools:
+        if tool.key == "zerda":
+            at_sizes = tuple((size, size, overlap) for size, overlap in CHUNK_COST_SIZES)
+            runs.append(CostRun(tool.key, tool.name, fixed, zerda(at_sizes)))
+            runs.append(CostRun("zerda-own", f"{tool.name}, own sizing", own, zerda(OWN_SIZING_COST)))
+        else:
+            runs.append(CostRun(tool.key, tool.name, fixed, peer(tool)))
+    return runs
 
 
-def bench_chunk_cost(data: Corpus, tools: list[Tool], reps: int, max_bytes: int, seed: int) -> list[ChunkCostRow]:
-    """Each tool at each size on the same documents (a seeded sample of ``max_bytes``).
+def bench_chunk_cost(data: Corpus, runs: list[CostRun], reps: int, max_bytes: int, seed: int) -> list[ChunkCostRow]:
+    """Each chunker at each of its two settings on the same documents (a seeded sample of ``max_bytes``).
 
-    The runs take turns on groups of about ``GROUP_BYTES`` (order rotated), a tool's two sizes next to each
-    other, and are timed in CPU time of this process: the ratio of two sizes is what is read, and a slice
-    another process takes of the shared cores would land on one size only.
+    The runs take turns on groups of about ``GROUP_BYTES`` (order rotated), a chunker's two settings next to
+    each other, and are timed in CPU time of this process: the ratio of two settings is what is read, and a
+    slice another process takes of the shared cores would land on one setting only.
     """
     docs = cap(data.docs, max_bytes, seed)
-    runs = [(tool, fixed_size_run(tool), size, overlap) for tool in tools for size, overlap in CHUNK_COST_SIZES]
-    chunks = {(tool.key, size): sum(len(run(doc, size, overlap)) for doc in docs) for tool, run, size, overlap in runs}
+    steps = [(cost, i) for cost in runs for i in (0, 1)]
+    chunks = {(cost.key, i): sum(len(cost.run(doc, i)) for doc in docs) for cost, i in steps}
     sample = Corpus(data.name, docs, data.origin, data.real, [(0, 0)] * len(docs))
     groups = [[doc for doc, _, _ in group] for group in document_groups(sample)]
     seconds: dict[tuple[str, int], list[float]] = {key: [] for key in chunks}
@@ -321,17 +349,22 @@ def bench_chunk_cost(data: Corpus, tools: list[Tool], reps: int, max_bytes: int,
         for key in seconds:
             seconds[key].append(0.0)
         for index, group in enumerate(groups):
-            shift = len(CHUNK_COST_SIZES) * ((rep + index) % len(tools))  # a tool's sizes stay side by side
-            for tool, run, size, overlap in runs[shift:] + runs[:shift]:
+            shift = 2 * ((rep + index) % len(runs))  # a chunker's two settings stay side by side
+            for cost, i in steps[shift:] + steps[:shift]:
                 gc.collect()
                 start = time.process_time()
                 for doc in group:
-                    run(doc, size, overlap)
-                seconds[tool.key, size][-1] += time.process_time() - start
-    sizes = [size for size, _ in CHUNK_COST_SIZES]
+                    cost.run(doc, i)
+                seconds[cost.key, i][-1] += time.process_time() - start
     rows = [
-        ChunkCostRow(data.name, tool.name, [chunks[tool.key, n] for n in sizes], [seconds[tool.key, n] for n in sizes])
-        for tool in tools
+        ChunkCostRow(
+            data.name,
+            cost.name,
+            cost.settings,
+            [chunks[cost.key, i] for i in (0, 1)],
+            [seconds[cost.key, i] for i in (0, 1)],
+        )
+        for cost in runs
     ]
     for row in rows:
         print(
@@ -400,17 +433,16 @@ def memory_table(rows: list[MemoryRow]) -> str:
 
 
 def chunk_cost_table(rows: list[ChunkCostRow]) -> str:
-    """Time at half the size over time at the full size, beside the chunk ratio, and the slope per extra chunk."""
-    (large, _), (small, _) = CHUNK_COST_SIZES
+    """Time at the second setting over time at the first, beside the chunk ratio, and the slope per extra chunk."""
     lines = [
-        f"| corpus | tool | chunks at {large} / {small} | seconds at {large} / {small} (median) | time ratio "
-        "| chunk ratio | µs per extra chunk |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| corpus | tool | size / overlap (own sizing: min-max size / overlap) | chunks | seconds (median) "
+        "| time ratio | chunk ratio | µs per extra chunk |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         (n_large, n_small), (t_large, t_small) = row.chunks, row.medians
         lines.append(
-            f"| {row.corpus} | {row.tool} | {n_large} / {n_small} | {t_large:.3f} / {t_small:.3f} "
+            f"| {row.corpus} | {row.tool} | {row.settings} | {n_large} / {n_small} | {t_large:.3f} / {t_small:.3f} "
             f"| {row.time_ratio:.2f}x | {n_small / n_large:.2f}x | {row.us_per_extra_chunk:.1f} |"
         )
     return "\n".join(lines)
@@ -502,10 +534,10 @@ def report(
         parts += [
             f"Cost per chunk: every tool on the same documents at size / overlap {large} / {large_overlap} and at"
             f" {small} / {small_overlap} characters (zerda with its target fixed there: min_size = max_size),"
-            f" about twice the chunks; the runs take turns on groups of about {GROUP_BYTES // 1000} KB, a tool's"
-            " two sizes side by side, timed in CPU time of the process; medians over repetitions. A time ratio"
-            " of 2 would mean all the cost is per chunk, 1 none of it; µs per extra chunk is the slope between"
-            " the two.",
+            " and zerda at its own density-driven sizing with every size halved, about twice the chunks each;"
+            f" the runs take turns on groups of about {GROUP_BYTES // 1000} KB, a tool's two settings side by"
+            " side, timed in CPU time of the process; medians over repetitions. A time ratio of 2 would mean all"
+            " the cost is per chunk, 1 none of it; µs per extra chunk is the slope between the two.",
             "",
             chunk_cost_table(chunk_costs),
             "",
@@ -578,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         row
         for data in corpora
         if data.real and args.chunk_cost_mb > 0
-        for row in bench_chunk_cost(data, tools, args.reps, int(args.chunk_cost_mb * 1e6), args.seed)
+        for row in bench_chunk_cost(data, cost_runs(tools), args.reps, int(args.chunk_cost_mb * 1e6), args.seed)
     ]
     memory = [] if args.no_memory else bench_memory(tools, corpora, args.memory_mb, sizes)
     text = report(runs, memory, chunk_costs, tools, sizes, reps, argv)

@@ -8,13 +8,14 @@ Why this shape:
 - Every splitter chunks the same documents; its chunks become character spans of their document
   (zerda and the fixed windows give offsets, the peers' chunk texts are found in the document).
   Each corpus is one search pool: gold documents and distractors together.
-- Two retrievers, both offline: BM25 (bm25s, English stop words) and WordLlama's l2_supercat
-  embeddings from its wheel (cosine similarity). Chunks are ranked and scored by zerda-eval's code
-  (pipelines/evaluation: splitters, retrievers, metrics.py): recall,
-  precision and IoU over the top k chunks, and recall when every splitter is read to the same
+- Three retrievers, all offline: BM25 (bm25s, English stop words), WordLlama's l2_supercat
+  embeddings from its wheel (cosine similarity) and their reciprocal rank fusion (hybrid). Chunks are
+  ranked and scored by zerda-eval's code (pipelines/evaluation: splitters, retrievers, metrics.py):
+  recall, precision and IoU over the top k chunks, and recall when every splitter is read to the same
   number of characters (the budgets), which is the fair comparison between chunk sizes.
-- zerda runs with its default settings (whole-document density); ``ZERDA_CONFIGS`` lists its
-  variants, so a new one is one line there.
+- zerda runs with its default settings (whole-document density) and the variants ``ZERDA_CONFIGS``
+  lists, so a new one is one line there. The targets set zerda's best setting per corpus family
+  beside the best peer setting of each cell, with a paired bootstrap interval of the difference.
 
 Run from the repo root: ``python benchmarks/bench_retrieval.py`` (a few minutes on 2 cores) or
 ``--quick``. A full run rewrites benchmarks/results/retrieval.md.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +38,32 @@ from benchmarks.questions import Question, RetrievalCorpus
 from benchmarks.scaffold import RESULTS_DIR, ensure_real_corpora, header, parser, save, source_line
 from pipelines.evaluation import questions as asked
 from pipelines.evaluation.evaluate import Result, evaluate, stderr_progress
-from pipelines.evaluation.metrics import Span
-from pipelines.evaluation.retrievers import BM25, Retriever, WordLlamaRetriever
+from pipelines.evaluation.metrics import RESAMPLES, Span, bootstrap
+from pipelines.evaluation.retrievers import BM25, Hybrid, Retriever, WordLlamaRetriever
 from pipelines.evaluation.splitters import PEERS, Splitter, peer_splitters, zerda_splitter
 from pipelines.settings import ChunkingSettings
 
 RESULTS = RESULTS_DIR / "retrieval.md"
 # zerda's settings under test, by name: chunking settings over the defaults (e.g. {"density_scope": "section"}).
-# The second is sized so that its mean chunk is near the largest peers' (about 1,000 characters): adaptive
-# sizing against fixed sizing at the same mean size, rather than small chunks against large ones.
+# The defaults' chunks average 400-700 characters, the largest peers' 800-1,000. Sizes 400-2000 and 600-1600 put
+# zerda's mean chunk near the largest peers' (adaptive sizing against fixed sizing at about the same mean size,
+# rather than small chunks against large ones); the fixed target 1024 (min_size == max_size) is zerda's packer
+# without density sizing, beside the peers at 1024: it tells the packer's share from the sizing's. An "embed_text"
+# entry ranks the chunks by that template's text (the heading path before the chunk), their spans unchanged.
 ZERDA_CONFIGS: dict[str, dict[str, Any]] = {
     "zerda (document density)": {},
     "zerda (document density, sizes 400-2000)": {"min_size": 400, "max_size": 2000},
+    "zerda (document density, sizes 600-1600)": {"min_size": 600, "max_size": 1600},
     "zerda (section density)": {"density_scope": "section"},
     "zerda (section density, sizes 400-2000)": {"density_scope": "section", "min_size": 400, "max_size": 2000},
+    "zerda (fixed target 1024)": {"min_size": 1024, "max_size": 1024},
+    "zerda (document density, sizes 600-1600, heading path in the ranked text)": {
+        "min_size": 600,
+        "max_size": 1600,
+        "embed_text": "{section}\n\n{text}",
+    },
 }
+FIXED_TARGET = "zerda (fixed target 1024)"  # what density sizing is measured against
 SIZES = (256, 512, 1024)
 KS = (1, 3, 5)
 BUDGETS = (1000, 2000, 4000)
@@ -59,7 +72,10 @@ Row = Result  # one (corpus, retriever, splitter), as zerda-eval scores it
 
 def build_splitters(sizes: Sequence[int]) -> list[Splitter]:
     """zerda's configurations, then every peer at every size; a peer that is not installed is skipped."""
-    built = [zerda_splitter(name, ChunkingSettings(**overrides)) for name, overrides in ZERDA_CONFIGS.items()]
+    built = []
+    for name, overrides in ZERDA_CONFIGS.items():
+        chunking = {key: value for key, value in overrides.items() if key != "embed_text"}
+        built.append(zerda_splitter(name, ChunkingSettings(**chunking), overrides.get("embed_text")))
     return built + peer_splitters(sizes, PEERS, prog="bench")
 
 
@@ -97,24 +113,153 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def verdicts(rows: list[Row]) -> list[str]:
-    """For each zerda configuration and budget in one corpus and retriever: its recall beside the best peer's.
+@dataclass(frozen=True)
+class Cell:
+    """zerda's recall at one budget beside another setting's (the best peer's, or zerda's fixed target), on one
+    corpus and retriever.
 
-    The standard error is that of the mean per-question difference; |difference| under two of them is a tie.
+    ``delta`` is the mean of the per-question differences (zerda - peer), ``low``/``high`` its paired 95%
+    bootstrap interval: both settings are read on the same resampled questions.
     """
-    lines = []
+
+    zerda: Row
+    peer: Row
+    budget: int
+    delta: float
+    low: float
+    high: float
+
+    @property
+    def recalls(self) -> tuple[float, float]:
+        """zerda's and the peer's mean recall at the budget."""
+        return _mean(self.zerda.at_budget[self.budget]), _mean(self.peer.at_budget[self.budget])
+
+    @property
+    def holds_zero(self) -> bool:
+        """Whether the interval of the difference holds 0: no difference shown."""
+        return self.low <= 0 <= self.high
+
+    @property
+    def verdict(self) -> str:
+        """met (zerda at or above the best peer), within (the interval holds 0) or missed."""
+        if self.delta >= 0:
+            return "met"
+        return "within" if self.holds_zero else "missed"
+
+
+def paired(zerda: Row, other: Row, budget: int, seed: int) -> Cell:
+    """``zerda`` beside ``other`` (same corpus, retriever and questions) at ``budget``."""
+    diffs = [z - p for z, p in zip(zerda.at_budget[budget], other.at_budget[budget], strict=True)]
+    got = bootstrap(diffs, seed)
+    return Cell(zerda, other, budget, got.mean, got.low, got.high)
+
+
+def compare(zerda: Row, rows: Sequence[Row], budget: int, seed: int) -> Cell:
+    """``zerda`` beside the peer with the highest mean recall at ``budget`` among ``rows`` (same corpus, retriever)."""
     peers = [r for r in rows if r.splitter.family != "zerda"]
+    return paired(zerda, max(peers, key=lambda r: _mean(r.at_budget[budget])), budget, seed)
+
+
+def sizing_lines(rows: Sequence[Row], seed: int) -> list[str]:
+    """Each zerda setting beside ``FIXED_TARGET`` (zerda's packing without density sizing), per corpus: the mean
+    difference over its retrievers and budgets, and the cells whose paired interval leaves out 0."""
+    lines = []
+    for corpus in dict.fromkeys(r.corpus for r in rows):
+        mine = [r for r in rows if r.corpus == corpus and r.splitter.family == "zerda"]
+        fixed = {r.retriever: r for r in mine if r.splitter.name == FIXED_TARGET}
+        for name in dict.fromkeys(r.splitter.name for r in mine if r.retriever in fixed):
+            if name == FIXED_TARGET:
+                continue
+            cells = [paired(r, fixed[r.retriever], b, seed) for r in mine if r.splitter.name == name for b in BUDGETS]
+            apart = [f"{c.zerda.retriever} {c.budget // 1000}k {c.delta:+.3f}" for c in cells if not c.holds_zero]
+            lines.append(
+                f"- {corpus}, {name}: mean Δ {_mean([c.delta for c in cells]):+.3f} over {len(cells)} cells;"
+                f" interval without 0: {', '.join(apart) or 'none'}"
+            )
+    return lines
+
+
+def family(corpus: str) -> str:
+    """A corpus's family, which shares one zerda setting: its source (python-docs: python; handbook-en and
+    handbook-ar: handbook)."""
+    return corpus.split("-")[0]
+
+
+def setting_cells(rows: Sequence[Row], seed: int) -> dict[tuple[str, str], list[Cell]]:
+    """Every zerda setting's cells, by (corpus family, setting): each (corpus, retriever, budget) of the family
+    beside that cell's best peer.
+
+    Settings that rank chunks by an ``embed_text`` template are left out: the questions are section headings,
+    so a heading path in the ranked text holds the question itself, which no peer's chunk is given.
+    """
+    cells: dict[tuple[str, str], list[Cell]] = {}
+    for corpus, retriever in dict.fromkeys((r.corpus, r.retriever) for r in rows):
+        group = [r for r in rows if r.corpus == corpus and r.retriever == retriever]
+        for row in group:
+            if row.splitter.family == "zerda" and "embed_text" not in ZERDA_CONFIGS.get(row.splitter.name, {}):
+                key = (family(corpus), row.splitter.name)
+                cells.setdefault(key, []).extend(compare(row, group, b, seed) for b in BUDGETS)
+    return cells
+
+
+def best_settings(by_setting: dict[tuple[str, str], list[Cell]]) -> dict[str, str]:
+    """Per corpus family, the zerda setting that misses the fewest of the family's cells, then has the highest
+    mean recall over them: one setting per family, not one per cell (the best peer is chosen per cell)."""
+
+    def rank(cells: list[Cell]) -> tuple[int, float]:
+        return -sum(c.verdict == "missed" for c in cells), _mean([c.recalls[0] for c in cells])
+
+    best: dict[str, str] = {}
+    for (group, name), cells in by_setting.items():
+        if group not in best or rank(cells) > rank(by_setting[(group, best[group])]):
+            best[group] = name
+    return best
+
+
+def target_cells(rows: Sequence[Row], seed: int) -> tuple[dict[str, str], list[Cell]]:
+    """Each family's best zerda setting, and its cells: every (corpus, retriever, budget) of the family."""
+    by_setting = setting_cells(rows, seed)
+    best = best_settings(by_setting)
+    return best, [cell for group, name in best.items() for cell in by_setting[(group, name)]]
+
+
+def target_table(cells: Sequence[Cell]) -> str:
+    """The targets as a markdown table, a row per cell."""
+    lines = [
+        "| corpus | retriever | budget | zerda setting | zerda | best peer | peer | Δ | 95% interval of Δ | verdict |",
+        "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- |",
+    ]
+    for c in cells:
+        zerda, peer = c.recalls
+        lines.append(
+            f"| {c.zerda.corpus} | {c.zerda.retriever} | {c.budget // 1000}k | {c.zerda.splitter.name} | {zerda:.3f}"
+            f" | {c.peer.splitter.name} | {peer:.3f} | {c.delta:+.3f} | [{c.low:+.3f}, {c.high:+.3f}] | {c.verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def target_summary(cells: Sequence[Cell]) -> str:
+    """How many cells are met, within the interval and missed, the missed ones named."""
+    counts = {v: sum(c.verdict == v for c in cells) for v in ("met", "within", "missed")}
+    missed = [f"{c.zerda.corpus} {c.zerda.retriever} {c.budget // 1000}k" for c in cells if c.verdict == "missed"]
+    return (
+        f"{len(cells)} cells: {counts['met']} met, {counts['within']} within the interval, {counts['missed']} missed"
+        + (f" ({'; '.join(missed)})" if missed else "")
+        + "."
+    )
+
+
+def verdicts(rows: Sequence[Row], seed: int) -> list[str]:
+    """For each zerda setting and budget in one corpus and retriever: its recall beside the best peer's."""
+    lines = []
     for row in (r for r in rows if r.splitter.family == "zerda"):
         parts = []
         for b in BUDGETS:
-            best = max(peers, key=lambda r: _mean(r.at_budget[b]))
-            diffs = [z - p for z, p in zip(row.at_budget[b], best.at_budget[b], strict=True)]
-            delta = _mean(diffs)
-            se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
-            verdict = "better" if delta > 2 * se else "worse" if delta < -2 * se else "tie"
+            c = compare(row, rows, b, seed)
+            zerda, peer = c.recalls
             parts.append(
-                f"{b // 1000}k: {_mean(row.at_budget[b]):.3f} vs {best.splitter.name} {_mean(best.at_budget[b]):.3f}"
-                f" (Δ {delta:+.3f} ± {se:.3f}, {verdict})"
+                f"{b // 1000}k: {zerda:.3f} vs {c.peer.splitter.name} {peer:.3f}"
+                f" (Δ {c.delta:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.verdict})"
             )
         lines.append(f"- {row.corpus}, {row.retriever}, {row.splitter.name}: " + "; ".join(parts))
     return lines
@@ -147,8 +292,11 @@ def report(
     splitters: list[Splitter],
     retrievers: list[Retriever],
     argv: list[str],
+    seed: int,
 ) -> str:
-    """The whole markdown report: corpora, settings, a table per corpus and retriever, the verdicts."""
+    """The whole markdown report: the targets first, then corpora, settings, a table per corpus and retriever,
+    and every zerda setting beside the best peer."""
+    best, cells = target_cells(rows, seed)
     parts = [
         *header("Retrieval benchmark: known-item questions from document structure", "bench_retrieval.py", argv),
         f"Measured: {source_line()}.",
@@ -159,10 +307,25 @@ def report(
         "Examples:",
         *example_lines(corpora),
         "",
+        "## Targets: zerda's best setting beside the best peer setting, in every cell",
+        "",
+        "zerda's setting is one per corpus family, the one that misses the fewest of the family's cells, then has"
+        " the highest mean recall over them ("
+        + "; ".join(f"{group}: {name}" for group, name in best.items())
+        + "); the best peer is chosen per cell, the peer setting with the highest mean recall at that budget."
+        f" Δ = zerda - best peer, the mean of the per-question differences, with its paired 95% bootstrap interval"
+        f" ({RESAMPLES:,} resamples of the questions, seed {seed}, the same resamples for both). A cell is met when"
+        " Δ >= 0, within when the interval holds 0, else missed.",
+        "",
+        target_table(cells),
+        "",
+        target_summary(cells),
+        "",
         f"Retrievers: {'; '.join(r.version for r in retrievers)}. Splitters: zerda as"
         " its chunking settings (`ChunkingSettings(...)`, a config's `chunking:` section) with their defaults"
         " (sizes 100-1500, overlap 128) or the sizes its"
-        " name gives; fixed windows, langchain's"
+        " name gives (with the heading path in the ranked text: each chunk ranked as `{section}` + blank line +"
+        " its text, its span unchanged); fixed windows, langchain's"
         f" RecursiveCharacterTextSplitter, chonkie's SentenceChunker (character tokenizer) and semchunk (len) at"
         f" {', '.join(map(str, SIZES))} characters with overlap min(128, size / 4). Versions: "
         + ", ".join(sorted({f"{s.family} {s.version}" for s in splitters if s.version != "-"}))
@@ -183,12 +346,19 @@ def report(
     for title, chosen in groups:
         parts += [f"## {title}", "", table(chosen), ""]
     parts += [
-        "## zerda beside the best peer setting at each budget",
+        "## Density sizing: each zerda setting beside zerda's fixed target",
         "",
-        "Best peer = the splitter with the highest mean recall at that budget on that corpus and retriever;"
-        " Δ = zerda - best, ± its standard error over the questions (paired); a tie is |Δ| < 2 standard errors.",
+        f"Δ = the setting's recall - {FIXED_TARGET}'s (zerda's packing with min_size = max_size), per question,"
+        " averaged over the corpus's retrievers and budgets; the cells whose paired 95% bootstrap interval leaves"
+        " out 0 are named. The settings differ in mean size as well as in how sizes are chosen (see the tables).",
         "",
-        *[line for _, chosen in groups for line in verdicts(chosen)],
+        *sizing_lines(rows, seed),
+        "",
+        "## Every zerda setting beside the best peer setting at each budget",
+        "",
+        "As the targets above: Δ = zerda - best peer with its paired 95% bootstrap interval.",
+        "",
+        *[line for _, chosen in groups for line in verdicts(chosen, seed)],
         "",
     ]
     return "\n".join(parts)
@@ -212,9 +382,13 @@ def main(argv: list[str] | None = None) -> int:
     for data in corpora:
         print(corpus_line(data).replace("**", ""), flush=True)
     splitters = build_splitters([int(s) for s in args.sizes.split(",")])
-    retrievers: list[Retriever] = [BM25()] if args.quick else [BM25(), WordLlamaRetriever()]
+    lexical = BM25()
+    retrievers: list[Retriever] = [lexical]
+    if not args.quick:
+        dense = WordLlamaRetriever()
+        retrievers += [dense, Hybrid([lexical, dense])]
     rows = [row for data in corpora for row in run_corpus(data, splitters, retrievers)]
-    save(report(corpora, rows, splitters, retrievers, argv), args.out or (None if args.quick else RESULTS))
+    save(report(corpora, rows, splitters, retrievers, argv, args.seed), args.out or (None if args.quick else RESULTS))
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import REPO
+from tests.common import DATA, REPO
 
 SCRIPTS = sorted(set(re.findall(r"benchmarks/(bench_\w+)\.py", (REPO / "Makefile").read_text(encoding="utf-8"))))
 
@@ -104,3 +104,71 @@ def test_bench_memory_runs_the_job_on_flink(tmp_path: Path) -> None:
     for role in ("launcher", "job server", "worker #1", "worker pool", "JobManager", "TaskManager #2"):
         assert f"| {role} |" in text
     assert "failed" not in text
+
+
+def test_the_cost_per_chunk_times_zerda_at_fixed_and_at_its_own_sizes() -> None:
+    """bench_chunker's cost per chunk: a row per chunker and pair of settings, the second about twice the chunks."""
+    from benchmarks.bench_chunker import Corpus, bench_chunk_cost, cost_runs
+    from benchmarks.tools import Sizes, zerda_tool
+
+    text = (DATA / "english_prose.txt").read_text(encoding="utf-8")
+    data = Corpus("prose", ["\n\n".join([text] * 8)] * 2, "tests/data", real=True, budgets=[(0, 0)] * 2)
+    rows = bench_chunk_cost(data, cost_runs([zerda_tool(Sizes())]), reps=2, max_bytes=10**6, seed=1)
+    assert [row.tool for row in rows] == ["zerda AdaptiveChunker", "zerda AdaptiveChunker, own sizing"]
+    for row in rows:
+        assert 1.5 <= row.chunks[1] / row.chunks[0] <= 3, row
+        assert all(len(times) == 2 and min(times) > 0 for times in row.seconds), row
+
+
+def test_retrieval_targets_pair_zerda_with_the_best_peer_per_cell() -> None:
+    """The target table: zerda's best setting per corpus family beside each cell's best peer, with a paired
+    bootstrap interval of the difference; met at or above the peer, within when the interval holds 0."""
+    from benchmarks import bench_retrieval as bench
+    from pipelines.evaluation.evaluate import Result
+    from pipelines.evaluation.splitters import Splitter
+
+    def row(corpus: str, name: str, family: str, recalls: list[float]) -> Result:
+        splitter = Splitter(name, family, "-", lambda number, text: ([], None))
+        return Result(corpus, "BM25", splitter, 1, 1.0, {}, {b: recalls for b in bench.BUDGETS})
+
+    rows = [
+        row("handbook-en", "zerda a", "zerda", [1.0, 1.0, 1.0, 1.0]),
+        row("handbook-en", "zerda b", "zerda", [0.5, 0.5, 0.5, 0.4]),
+        row("handbook-en", "fixed 512", "fixed", [1.0, 0.0, 1.0, 0.0]),
+        row("handbook-en", "langchain 512", "langchain", [0.0, 0.0, 0.0, 0.0]),
+        row("handbook-ar", "zerda a", "zerda", [0.0, 0.0, 0.0, 0.0]),
+        row("handbook-ar", "zerda b", "zerda", [0.3, 0.3, 0.3, 0.2]),
+        row("handbook-ar", "fixed 512", "fixed", [0.3, 0.3, 0.3, 0.3]),
+        row("handbook-ar", "langchain 512", "langchain", [0.0, 0.0, 0.0, 0.0]),
+    ]
+    assert bench.family("handbook-ar") == bench.family("handbook-en") != bench.family("python-docs")
+    a = bench.setting_cells(rows, seed=0)[("handbook", "zerda a")]
+    assert a[0].peer.splitter.name == "fixed 512" and a[0].delta == 0.5 and a[0].verdict == "met"
+    ar = a[len(bench.BUDGETS)]
+    assert ar.delta == pytest.approx(-0.3) and ar.low == ar.high == pytest.approx(-0.3) and ar.verdict == "missed"
+    assert "1 missed (handbook-ar BM25 1k)" in bench.target_summary(a[: len(bench.BUDGETS) + 1])
+    # zerda a has the higher mean recall (0.5 against 0.375) but misses handbook-ar; b is within everywhere.
+    # A setting ranked by a heading path is never the best: the question is its own heading.
+    context = next(name for name, settings in bench.ZERDA_CONFIGS.items() if "embed_text" in settings)
+    ranked_with_headings = [row(corpus, context, "zerda", [1.0] * 4) for corpus in ("handbook-en", "handbook-ar")]
+    best, cells = bench.target_cells(rows + ranked_with_headings, seed=0)
+    assert best == {"handbook": "zerda b"} and len(cells) == 2 * len(bench.BUDGETS)
+    assert all(c.zerda.splitter.name == "zerda b" and c.low <= c.delta < 0 <= c.high for c in cells)
+    assert {c.verdict for c in cells} == {"within"}
+
+
+def test_retrieval_sizing_lines_set_each_setting_beside_the_fixed_target() -> None:
+    from benchmarks import bench_retrieval as bench
+    from pipelines.evaluation.evaluate import Result
+    from pipelines.evaluation.splitters import Splitter
+
+    def row(name: str, recalls: list[float]) -> Result:
+        splitter = Splitter(name, "zerda", "-", lambda number, text: ([], None))
+        return Result("python-docs", "BM25", splitter, 1, 1.0, {}, {b: recalls for b in bench.BUDGETS})
+
+    rows = [row(bench.FIXED_TARGET, [0.5] * 4), row("zerda low", [0.2] * 4), row("zerda same", [0.6, 0.4, 0.5, 0.5])]
+    assert bench.sizing_lines(rows, seed=0) == [
+        "- python-docs, zerda low: mean Δ -0.300 over 3 cells; interval without 0: BM25 1k -0.300, BM25 2k -0.300,"
+        " BM25 4k -0.300",
+        "- python-docs, zerda same: mean Δ +0.000 over 3 cells; interval without 0: none",
+    ]

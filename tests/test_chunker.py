@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import statistics
 import threading
 import unicodedata
@@ -153,6 +154,21 @@ def test_overlap_snaps_forward_to_a_word_start() -> None:
     for chunk in chunks[1:]:
         start = chunk.metadata.start_char
         assert text[start - 1] == " " and chunk.text.startswith("word")
+
+
+def test_overlap_starts_at_a_sentence_start_when_one_is_in_reach() -> None:
+    """The next chunk starts at a sentence (or a heading line), not at the word the overlap's length reaches."""
+    body = " ".join(f"Sentence number {i} says a little more." for i in range(12))
+    text = f"{body}\n\nInstalling the tools\n\n{body}\n\nUsing the tools\n\n{body}"
+    chunker = AdaptiveChunker(min_size=500, max_size=500, overlap=128)
+    chunks = chunker.chunk(text)
+    assert_chunk_contract(chunker, text, chunks)
+    sentence_starts = {text.index(word) for word in ("Installing", "Using")} | {
+        m.start() for m in re.finditer(r"(?<=\. )Sentence", text)
+    }
+    for previous, chunk in itertools.pairwise(chunks):
+        assert chunk.metadata.start_char < previous.metadata.end_char  # an overlap is carried
+        assert chunk.metadata.start_char in sentence_starts, chunk.text[:40]
 
 
 def test_zero_overlap_gives_disjoint_chunks() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.common import DATA
 from tests.debian_texts import LICENSES, PYTHON_LIB, handbook_pairs, mixed_corpus, require
 from zerda_core.chunks import charclasses
-from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density, _letters_before, _long_arabic_words
+from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density
 from zerda_core.chunks.charclasses import CODE_PUNCTUATION, code_points
 from zerda_core.chunks.language import _LATIN_LETTERS, detect_language
 
@@ -61,11 +61,9 @@ def test_arabic_diacritics_do_not_count_as_letters() -> None:
 
 
 @given(st.text(alphabet="كتبمرسلاو\u064b\u064e\u0650\u0651\u0652 ،.\n", max_size=80))
-def test_long_arabic_words_are_counted_as_if_diacritics_were_removed(text: str) -> None:
-    without_marks = re.sub("[\u064b-\u0652]", "", text)
-    classes = code_points(text)[1]
-    letters_before = _letters_before((classes & charclasses.ARABIC_LETTER) != 0)
-    assert _long_arabic_words(classes, letters_before) == len(re.findall("[\u0620-\u064a]{7,}", without_marks))
+def test_long_arabic_words_count_their_letters_only(text: str) -> None:
+    """An Arabic word's diacritics and the punctuation glued to it do not make it long (the reference counts)."""
+    assert _estimate_density(text) == pytest.approx(reference_density(text), abs=1e-12)
 
 
 def test_code_is_denser_than_narrative_on_shipped_texts() -> None:
@@ -128,7 +126,7 @@ def reference_density(text: str) -> float:
     vocabulary = sum(len(set(b)) for b in blocks) / sum(len(b) for b in blocks)
     arabic = [word for word in words if re.search("[\u0620-\u064a]", word)]
     baseline = (4.5 * (len(words) - len(arabic)) + 4.1 * len(arabic)) / len(words)
-    long_words = sum(len(re.findall("[\u0620-\u064a]{7,}", re.sub("[\u064b-\u0652]", "", word))) for word in arabic)
+    long_words = sum(len(re.findall("[\u0620-\u064a]", word)) >= 7 for word in arabic)
     long_words += sum(len(word) >= 8 for word in words if word not in arabic)
     density = (
         min(technical / (chars / 100) / 4, 1.0) * 0.4
@@ -186,7 +184,6 @@ CLASSES = {
     "SPACE": str.isspace,
     "CODE_MARK": CODE_PUNCTUATION.__contains__,
     "ARABIC_LETTER": re.compile("[\u0620-\u064a]").fullmatch,
-    "ARABIC_DIACRITIC": re.compile("[\u064b-\u0652]").fullmatch,
     "ARABIC_SCRIPT": re.compile("[\u0620-\u064a\u0671-\u06d3\u06fa-\u06fc\u0750-\u077f]").fullmatch,
     "LATIN": _LATIN_LETTERS.fullmatch,
     "ASCII_UPPER": re.compile("[A-Z]").fullmatch,

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zerda_core.chunks.charclasses import scan
-from zerda_core.chunks.sentences import SentenceEnds, sentence_spans
+from zerda_core.chunks.sentences import _BLANK_LINE, _blank_lines, _visible_end, sentence_spans
 
 
 def sentences(text: str) -> list[str]:
@@ -79,8 +78,7 @@ BLANK_LINE_PIECES = ["word", "x.", "\n", "\n\n", " \n", "\t", " ", "\u00a0\n", "
 
 
 @given(st.lists(st.sampled_from(BLANK_LINE_PIECES), max_size=40).map("".join))
-def test_ends_from_a_scan_are_the_ends_found_by_regex(text: str) -> None:
-    """The chunker hands SentenceEnds the scan the density made; its blank lines, found in numpy, are the regex's."""
-    by_regex, by_scan = SentenceEnds(text), SentenceEnds(text, scan(text))
-    assert by_scan.paragraph_ends == by_regex.paragraph_ends
-    assert by_scan.ends == by_regex.ends
+def test_blank_lines_by_the_simpler_patterns_are_the_general_patterns(text: str) -> None:
+    """Text with no carriage return is searched for runs of line feeds (or, when a space precedes a line feed,
+    for line feeds with spaces between): the blank lines are those the general pattern finds."""
+    assert _blank_lines(text) == [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]

@@ -14,26 +14,23 @@ import logging
 import re
 import unicodedata
 from bisect import bisect_right
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from zerda_core.chunks.base import BaseChunker
 from zerda_core.chunks.charclasses import (
-    ARABIC_DIACRITIC,
     ARABIC_LETTER,
     ASCII_UPPER,
     CODE_MARK,
-    SPACE,
     Classes,
     Codes,
     Mask,
     Offsets,
     Scan,
     code_points,
-    runs,
     scan,
+    words,
 )
 from zerda_core.chunks.config import ChunkConfig
 from zerda_core.chunks.language import detect_language
@@ -54,9 +51,10 @@ TECHNICAL_WORDS = frozenset(
     خوارزمية خوارزميات معادلة معادلات مصفوفة دالة برمجة استعلام
     """.split()
 )
-# What ``_estimate_density`` computes, by number: a new formula gives other chunks of the same text, so the
-# number is part of every fingerprint of chunks (pipelines/settings.py) and goes up with each change of it.
-DENSITY_VERSION = 2
+# What the chunker computes, by number: a new density formula (``_estimate_density``) or a new way of packing
+# sentences into chunks (``_Cutter``) gives other chunks of the same text, so the number is part of every
+# fingerprint of chunks (pipelines/settings.py) and goes up with each change of either.
+DENSITY_VERSION = 4
 _DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
@@ -101,11 +99,12 @@ def _estimate_density(text: str) -> float:
       the English words of the same pages: short vowels are unwritten). Plain English
       prose scores about 0.2, Python source about 0.6.
     - complex words (0.1, the reference page's Arabic complex hits, made script-neutral):
-      the share of long words among all words, times 2, capped at 1. A long word is a run
-      of 7+ Arabic letters (the page's indicator; diacritics U+064B-U+0652 between letters
-      are skipped) or a non-Arabic word of ``LONG_LATIN_WORD`` (8)+ characters (about as
-      frequent in English as 7-letter words in Arabic, on the handbook's parallel pages:
-      23% and 21% of words).
+      the share of long words among all words, times 2, capped at 1. A long word is an
+      Arabic word holding 7+ Arabic letters (the page's indicator, Arabic words of 7+
+      characters, its diacritics U+064B-U+0652 and the punctuation glued to it not counted:
+      the letter counts that tell Arabic words apart already give it) or a non-Arabic word
+      of ``LONG_LATIN_WORD`` (8)+ characters (about as frequent in English as 7-letter words
+      in Arabic, on the handbook's parallel pages: 23% and 21% of words).
     The text is scanned in 1 MiB windows, so memory stays bounded on huge documents (each
     window gives its own vocabulary blocks). Each window is classified character by character in
     numpy (:mod:`zerda_core.chunks.charclasses`): Arabic costs what ASCII costs.
@@ -148,30 +147,34 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
     """What ``_estimate_density`` sums over windows: words, their characters, technical hits, long words,
     Arabic words, and distinct words and words of the vocabulary blocks.
 
-    The words are the runs of non-space characters (``found``), as ``str.split()`` cuts them.
+    The words are the runs of non-space characters (``found``), as ``str.split()`` cuts them. A page holds
+    a few thousand characters, so each numpy call's fixed cost weighs as much as its work: the words' keys
+    (``_word_keys``) serve both the technical words and the vocabulary.
     """
     codes, classes, starts, ends = found
     if len(starts) == 0:
         return 0, 0, 0, 0, 0, 0, 0
-    words = Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32))
-    lengths = words.lengths
+    lengths = ends - starts
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
+    long_latin = lengths >= LONG_LATIN_WORD
     arabic_words = long_words = 0
     letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
     if letters is not None and np.count_nonzero(letters):
         letters_before = _letters_before(letters)
-        arabic = letters_before[ends] > letters_before[starts]
+        word_letters = letters_before[ends] - letters_before[starts]
+        arabic = word_letters > 0
         arabic_words = int(np.count_nonzero(arabic))
-        lengths = lengths[~arabic]
-        long_words = _long_arabic_words(classes, letters_before)
-    long_words += int(np.count_nonzero(lengths >= LONG_LATIN_WORD))
+        long_latin = long_latin > arabic  # and not Arabic
+        long_words = int(np.count_nonzero(word_letters >= ARABIC_LONG_WORD))
+    long_words += int(np.count_nonzero(long_latin))
+    keys = _word_keys(codes, classes, starts, ends, lengths)
     tech_hits = (
-        _technical_words(window, words, starts, ends)
+        _technical_words(window, keys, starts, ends)
         + int(np.count_nonzero(classes & CODE_MARK))
         + len(_DECIMAL.findall(window))
         + len(_COMPLEXITY.findall(window))
     )
-    distinct, block_words = _vocabulary(words, classes[starts])
+    distinct, block_words = _vocabulary(keys)
     return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
@@ -182,77 +185,64 @@ def _letters_before(letters: Mask) -> npt.NDArray[np.int32]:
     return before
 
 
-def _long_arabic_words(classes: Classes, letters_before: npt.NDArray[np.int32]) -> int:
-    """Runs of ``ARABIC_LONG_WORD`` (7)+ Arabic letters, diacritics between them skipped.
-
-    Dropping the diacritics joins the letters of a run of letters and diacritics, and only those: the long
-    words are the runs of letters and diacritics holding 7+ letters (``letters_before`` counts them).
-    """
-    starts, ends = runs((classes & (ARABIC_LETTER | ARABIC_DIACRITIC)) != 0)
-    return int(np.count_nonzero(letters_before[ends] - letters_before[starts] >= ARABIC_LONG_WORD))
+Keys = npt.NDArray[np.uint64]
+_CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
 
 
-class Words(NamedTuple):
-    """The tokens of a window as numpy arrays: first and last code points, and lengths (what identifies a token
-    in ``_token_slots`` and ``_vocabulary``)."""
-
-    firsts: Codes
-    lasts: Codes
-    lengths: npt.NDArray[np.uint32]
-
-
-def _token_slots(words: Words) -> npt.NDArray[np.uint32]:
-    """A slot in ``_TECHNICAL_SLOTS`` per token, from its first and last code points and its length.
-
-    Equal tokens share a slot, so a token whose slot no technical word has is not one. In 32 bits (code
-    points have 21): 64-bit products cost half as much again.
-    """
-    mixed = words.firsts * _MIX[0] + words.lasts * _MIX[1] + words.lengths * _MIX[2]
-    return mixed >> np.uint32(32 - _SLOT_BITS)
+def _word_keys(codes: Codes, classes: Classes, starts: Offsets, ends: Offsets, lengths: Offsets) -> Keys:
+    """A key per word (``lengths``: ``ends - starts``) that packs its first code point (A-Z lowercased), its last and
+    its length, 21 bits each: equal keys are equal (first, last, length) triples, what ``_vocabulary`` tells words
+    apart by."""
+    keys = codes[starts].astype(np.uint64)
+    keys += classes[starts] & ASCII_UPPER
+    keys <<= _CODE_BITS
+    keys |= codes[ends - 1]
+    keys <<= _CODE_BITS
+    keys |= lengths.view(np.uint64)
+    return keys
 
 
-# odd constants whose (wrapping) products spread every input bit over the top bits
-_MIX = np.array([0x9E3779B9, 0xC2B2AE3D, 0x165667B1], np.uint32)
+def _token_slots(keys: Keys) -> npt.NDArray[np.uint64]:
+    """A slot in ``_TECHNICAL_SLOTS`` per token, from its key (``_word_keys``): the top bits of a product that
+    spreads every bit of the key over them. Equal keys share a slot, so a token whose slot no technical word
+    has is not one (a token differing from one only in the case of its first letter is compared as a string)."""
+    return (keys * _MIX) >> np.uint64(64 - _SLOT_BITS)
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd; its (wrapping) product spreads every input bit over the top bits
 _SLOT_BITS = 16
 
 
 def _technical_slots() -> npt.NDArray[np.bool_]:
     """The slots (``_token_slots``) of the technical words."""
     codes, classes = code_points(" ".join(sorted(TECHNICAL_WORDS)))
-    starts, ends = runs((classes & SPACE) == 0)
+    starts, ends = words(classes)
     slots = np.zeros(1 << _SLOT_BITS, np.bool_)
-    slots[_token_slots(Words(codes[starts], codes[ends - 1], (ends - starts).astype(np.uint32)))] = True
+    slots[_token_slots(_word_keys(codes, classes, starts, ends, ends - starts))] = True
     return slots
 
 
 _TECHNICAL_SLOTS = _technical_slots()
 
 
-def _technical_words(window: str, words: Words, starts: Offsets, ends: Offsets) -> int:
+def _technical_words(window: str, keys: Keys, starts: Offsets, ends: Offsets) -> int:
     """How many tokens are ``TECHNICAL_WORDS``: only the few in a technical word's slot (``_token_slots``) are
     compared, so most tokens are never built or hashed as strings."""
-    found = _TECHNICAL_SLOTS.take(_token_slots(words)).nonzero()[0]
+    found = _TECHNICAL_SLOTS.take(_token_slots(keys)).nonzero()[0]
     spans = zip(starts[found].tolist(), ends[found].tolist(), strict=True)
     return sum(window[start:end] in TECHNICAL_WORDS for start, end in spans)
 
 
-_CODE_BITS = np.uint64(21)  # code points and window lengths (at most 1 MiB) fit in 21 bits
+def _vocabulary(keys: Keys) -> tuple[int, int]:
+    """Distinct words and words, summed over the vocabulary blocks, words told apart by their keys
+    (``_word_keys``): sorting each block's keys puts equal ones side by side."""
+    width = min(VOCABULARY_WINDOW, len(keys))
+    blocks = keys[np.add.outer(_vocabulary_block_starts(len(keys)), _BLOCK_OFFSETS[:width])]  # one row per block
+    blocks.sort(axis=1)
+    return len(blocks) + int(np.count_nonzero(blocks[:, 1:] != blocks[:, :-1])), blocks.size
 
 
-def _vocabulary(words: Words, first_classes: Classes) -> tuple[int, int]:
-    """Distinct words and words, summed over the vocabulary blocks; ``first_classes`` are the classes of each
-    token's first character.
-
-    A word's key packs its first code point (A-Z lowercased), its last and its length, 21 bits each, so equal
-    keys are equal (first, last, length) triples; sorting each block's keys puts equal ones side by side.
-    """
-    n = len(words.lengths)
-    width = min(VOCABULARY_WINDOW, n)
-    block = np.add.outer(_vocabulary_block_starts(n), np.arange(width))  # token indices, one row per block
-    firsts = words.firsts[block].astype(np.uint64) + ((first_classes[block] & ASCII_UPPER) >> 1)
-    keys = (firsts << _CODE_BITS | words.lasts[block]) << _CODE_BITS | words.lengths[block]
-    keys.sort(axis=1)
-    return len(block) + int(np.count_nonzero(keys[:, 1:] != keys[:, :-1])), block.size
+_BLOCK_OFFSETS = np.arange(VOCABULARY_WINDOW)
 
 
 def _vocabulary_block_starts(n: int) -> list[int]:
@@ -351,28 +341,37 @@ class AdaptiveChunker(BaseChunker):
                 raise TypeError(f"{name} must be str, got {type(value).__name__} (pass str({name}) for a number)")
         if len(text.strip()) < max(self.min_chunk_size, 1):
             return []
-        raw_density, whole = _density_and_scan(text)  # the text classified once: density, language, sentence ends
+        raw_density, whole = _density_and_scan(text)  # the text classified once, for the density and the language
         density, target, _ = self._sizing(raw_density)
         language = detect_language(text, whole and whole.classes) if self.language == "auto" else self.language
+        del whole  # its arrays (about 15 bytes a character) are not held while the text is cut
         measure = CHARACTERS if self._tokens is None else self._tokens.measure(text)
         by_section = self.density_scope == "section"
         sizing = self._local_sizing(text, measure) if by_section else _Sizing([0], [target], None)
         structure = find_structure(text)
-        spans, token_counts = self._cut(text, sizing, structure, measure, whole)
-        del whole  # its arrays (about 15 bytes a character) are not held while the chunks are built
-        adaptive = ChunkType.ADAPTIVE
-        extras = [{"density": density, "target_size": t} for t in sizing.targets]
-        if sizing.densities is not None:
-            for extra, local in zip(extras, sizing.densities, strict=True):
-                extra["local_density"] = local
-        # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk.
+        spans, token_counts = self._cut(text, sizing, structure, measure)
+        adaptive, targets = ChunkType.ADAPTIVE, sizing.targets
+        # Positional arguments, in the field order of ChunkMetadata: keywords cost a third more per chunk; a dict
+        # display, a quarter less than a copy of a shared one.
         chunks = [
             DocumentChunk(
                 text[start:end],
-                ChunkMetadata(doc_id, source, index, adaptive, language, start, end, dict(extras[block])),
+                ChunkMetadata(
+                    doc_id,
+                    source,
+                    index,
+                    adaptive,
+                    language,
+                    start,
+                    end,
+                    {"density": density, "target_size": targets[block]},
+                ),
             )
             for index, (start, end, block) in enumerate(spans)
         ]
+        if sizing.densities is not None:
+            for chunk, (_, _, block) in zip(chunks, spans, strict=True):
+                chunk.metadata.extra["local_density"] = sizing.densities[block]
         if token_counts is not None:
             for chunk, count in zip(chunks, token_counts, strict=True):
                 chunk.metadata.extra["token_count"] = count
@@ -383,10 +382,9 @@ class AdaptiveChunker(BaseChunker):
         return chunks
 
     def _cut(
-        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure, whole: Scan | None
+        self, text: str, sizing: _Sizing, structure: Structure, measure: CharacterMeasure
     ) -> tuple[list[tuple[int, int, int]], list[int] | None]:
-        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count; ``whole``: the
-        text's scan, when there is one for all of it.
+        """The chunk spans ``(start, end, block)``, and in tokens each chunk's own token count.
 
         In tokens the cut measures the document's tokens; a chunk tokenized alone may count a few
         more at its edges. Then the document is cut again with every target lowered by the worst
@@ -395,7 +393,7 @@ class AdaptiveChunker(BaseChunker):
         margin = 0
         while True:
             aimed = sizing.lowered(margin)
-            ends = SentenceEnds(text, whole)
+            ends = SentenceEnds(text)
             breaks = _keep_fences_whole(ends, structure, aimed, measure)
             spans = _Cutter(text, aimed, self.overlap, self.min_chunk_size, breaks, measure).cut(ends)
             if self._tokens is None:
@@ -504,8 +502,8 @@ class _Cutter:
 
     A chunk's target is its block's (``_Sizing``), taken where the chunk starts. A chunk
     after the first starts inside the last ``overlap`` characters of the one before (capped
-    at half that chunk's target), snapped forward to a word start (shrunk further when that
-    lets the next sentence fit whole). A sentence that cannot fit is cut at the last
+    at half that chunk's target), snapped forward to a sentence start, else to a word start
+    (shrunk further when that lets the next sentence fit whole). A sentence that cannot fit is cut at the last
     whitespace in reach (a newline in the second half of the window is preferred), else at
     a character.
     """
@@ -529,6 +527,7 @@ class _Cutter:
         self.block = 0
         self.target = sizing.targets[0]
         self.overlap = min(overlap, self.target // 2)
+        self.structural = int(self.target * STRUCTURE_SHARE)  # how far into a chunk a structural end is wanted
 
     def _aim(self, start: int | None) -> int:
         """Take the target and overlap of the block holding ``start`` (a new chunk's start), and return the
@@ -539,6 +538,7 @@ class _Cutter:
             self.block = self.sizing.block_at(start)
             self.target = self.sizing.targets[self.block]
             self.overlap = min(self.max_overlap, self.target // 2)
+            self.structural = int(self.target * STRUCTURE_SHARE)
         return self.measure.ahead(start, self.target)
 
     def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
@@ -548,9 +548,9 @@ class _Cutter:
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
         limit = 0  # the open chunk's reach (``_aim``)
-        s = ends.start_after(0)  # the current sentence's start
-        while s < len(self.text):
-            e = ends.first_after(s)
+        s, e = ends.next_sentence(0)  # the current sentence's start and end
+        length = len(self.text)
+        while s < length:
             while True:
                 if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
@@ -561,17 +561,17 @@ class _Cutter:
                 if fresh:
                     better = self._structural_end(ends, start, end, chunks[-1][1] if chunks else start)
                     if better != end:  # the chunk ends earlier: the sentence after it is another one
-                        end, s = better, ends.start_after(better)
-                        e = ends.first_after(s)
+                        end = better
+                        s, e = ends.next_sentence(better)
                     chunks.append((start, end, self.block))
-                    start, fresh = self._next_start(start, end, e), False
+                    start, fresh = self._next_start(ends, start, end, e), False
                     limit = self._aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
-                start, end = self._next_start(start, piece_end, e), piece_end
+                start, end = self._next_start(ends, start, piece_end, e), piece_end
                 limit = self._aim(start)
-            s = ends.start_after(end)
+            s, e = ends.next_sentence(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
@@ -580,8 +580,8 @@ class _Cutter:
         """The last structural end in ``[start + STRUCTURE_SHARE * target, end]`` past ``previous_end`` (the
         chunk before it ends there: a chunk starting in its overlap must still advance), else ``end``."""
         breaks = self.breaks
-        lowest = self.measure.ahead(start, int(self.target * STRUCTURE_SHARE))
-        floor = max(start, previous_end)
+        lowest = self.measure.ahead(start, self.structural)
+        floor = start if start > previous_end else previous_end  # a conditional, not max(): a call per chunk
         i = bisect_right(breaks, end) - 1
         while i >= 0 and breaks[i] >= lowest:
             if breaks[i] > floor and ends.is_end(breaks[i]):
@@ -589,7 +589,7 @@ class _Cutter:
             i -= 1
         return end
 
-    def _next_start(self, start: int, end: int, next_end: int) -> int | None:
+    def _next_start(self, ends: SentenceEnds, start: int, end: int, next_end: int) -> int | None:
         """Where the chunk after ``[start, end)`` begins: inside its overlap, or ``None`` for no overlap.
 
         No overlap when any would keep the next sentence (ending at ``next_end``) from fitting
@@ -598,20 +598,39 @@ class _Cutter:
         if self.overlap == 0:
             return None
         measure = self.measure
-        lowest = max(measure.back(end, self.overlap), start + 1)
-        fitting = max(lowest, measure.back(next_end, self.target))
-        word = _WORD_START.search(self.text, fitting, end) if fitting < end else None
-        if word is not None:
-            return word.start()
+        lowest = measure.back(end, self.overlap)
+        if lowest <= start:
+            lowest = start + 1
+        fitting = measure.back(next_end, self.target)
+        if fitting < lowest:
+            fitting = lowest
+        found = self._overlap_start(ends, fitting, end)
+        if found is not None:
+            return found
         following = _NON_SPACE.search(self.text, end)
         if following is not None and next_end <= measure.ahead(following.start(), self.target):
             return None  # no overlap lets the next sentence fit, and it fits alone
-        word = _WORD_START.search(self.text, lowest, end) if lowest < end else None
-        if word is not None:
-            return word.start()
+        found = self._overlap_start(ends, lowest, end)
+        if found is not None:
+            return found
         while lowest < end and _continues_cluster(self.text, lowest):  # never start inside a cluster
             lowest += 1
         return lowest if lowest < end else None
+
+    def _overlap_start(self, ends: SentenceEnds, low: int, end: int) -> int | None:
+        """The first sentence start in ``[low, end)``, else the first word start there, else None.
+
+        A chunk that starts where a sentence, a paragraph or a heading does keeps what begins there whole:
+        a heading that closed the chunk before is carried into the chunk of the body it introduces, which
+        retrieves better than a chunk that starts mid-sentence (docs/retrieval.md).
+        """
+        if low >= end:
+            return None
+        found = ends.first_start_within(low, end)
+        if found is not None:
+            return found
+        word = _WORD_START.search(self.text, low, end)
+        return word.start() if word is not None else None
 
     def _cut_sentence(self, s: int, limit: int) -> tuple[int, int]:
         """Cut the sentence starting at ``s`` at or before ``limit``: (piece end, rest start)."""

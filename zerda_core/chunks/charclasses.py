@@ -20,10 +20,9 @@ Codes = npt.NDArray[np.uint8] | npt.NDArray[np.uint32]
 SPACE = 1  # str.isspace(), where str.split() splits
 CODE_MARK = 2  # one of CODE_PUNCTUATION
 ARABIC_LETTER = 4  # U+0620-U+064A, density's Arabic letters
-ARABIC_DIACRITIC = 8  # U+064B-U+0652, the harakat, tanween, shadda and sukun
-ARABIC_SCRIPT = 16  # the letters language detection counts as Arabic (with Persian and Urdu ones)
-LATIN = 32  # A-Z, a-z, U+00C0-U+024F
-ASCII_UPPER = 64  # A-Z; half the bit is what lowercases one: ord("A") + 32 == ord("a")
+ARABIC_SCRIPT = 8  # the letters language detection counts as Arabic (with Persian and Urdu ones)
+LATIN = 16  # A-Z, a-z, U+00C0-U+024F
+ASCII_UPPER = 32  # A-Z; the bit is what lowercases one: ord("A") + 32 == ord("a")
 CODE_PUNCTUATION = "{}<>[]()="
 _LAST_SPACE = 0x3000  # the highest code point str.isspace() accepts (tests/test_density.py checks it)
 
@@ -34,7 +33,6 @@ def _table() -> Classes:
     table[[c for c in range(_LAST_SPACE + 1) if chr(c).isspace()]] |= SPACE
     table[[ord(mark) for mark in CODE_PUNCTUATION]] |= CODE_MARK
     table[0x620:0x64B] |= ARABIC_LETTER
-    table[0x64B:0x653] |= ARABIC_DIACRITIC
     for first, last in ((0x620, 0x64A), (0x671, 0x6D3), (0x6FA, 0x6FC), (0x750, 0x77F)):
         table[first : last + 1] |= ARABIC_SCRIPT
     for first, last in ((ord("A"), ord("Z")), (ord("a"), ord("z")), (0xC0, 0x24F)):
@@ -59,10 +57,13 @@ def code_points(text: str) -> tuple[Codes, Classes]:
     return codes, _TABLE.take(codes, mode="clip")  # code points past the table take its last entry: no class
 
 
-def runs(mask: Mask) -> tuple[Offsets, Offsets]:
-    """Starts and ends of the runs of ``True`` in ``mask``: ``str.split()``'s tokens for a mask of non-spaces."""
-    padded = np.zeros(len(mask) + 2, np.bool_)  # a run at either end has an edge too
-    padded[1:-1] = mask
+def words(classes: Classes) -> tuple[Offsets, Offsets]:
+    """Starts and ends of the runs of non-space characters: ``str.split()``'s tokens.
+
+    The mask is written straight into its padded copy: on a page, each numpy call costs as much as its work.
+    """
+    padded = np.zeros(len(classes) + 2, np.bool_)  # a run at either end has an edge too
+    np.equal(classes & SPACE, 0, out=padded[1:-1])
     edges = (padded[1:] != padded[:-1]).nonzero()[0]  # np.flatnonzero's wrappers cost more than the scan on a page
     return edges[0::2], edges[1::2]
 
@@ -79,4 +80,4 @@ class Scan(NamedTuple):
 def scan(text: str) -> Scan:
     """``text`` classified once, for the density and the language detection of one document to share."""
     codes, classes = code_points(text)
-    return Scan(codes, classes, *runs((classes & SPACE) == 0))
+    return Scan(codes, classes, *words(classes))

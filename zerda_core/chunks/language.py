@@ -22,10 +22,12 @@ def detect_language(text: str, classes: Classes | None = None) -> str:
     ``text``'s characters (``code_points``), when the caller has them: the sample is not classified again.
     """
     pieces = _spread_sample(len(text))
-    sample = "".join(text[piece] for piece in pieces)
-    if sample.isascii():
-        return "en" if _LATIN_LETTERS.search(sample) else "und"
-    if classes is None:
+    # Given the classes of a text that is not ASCII, the sample string is not built: counted on the classes, an
+    # ASCII sample gives what the regex would (its letters are A-Z and a-z).
+    if classes is None or text.isascii():
+        sample = "".join(text[piece] for piece in pieces)
+        if sample.isascii():
+            return "en" if _LATIN_LETTERS.search(sample) else "und"
         classes = code_points(sample)[1]
     elif len(pieces) > 1:
         classes = np.concatenate([classes[piece] for piece in pieces])

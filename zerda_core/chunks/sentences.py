@@ -15,10 +15,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
-import numpy as np
-
-from zerda_core.chunks.charclasses import Scan
-
 _CLOSERS = "\"'”’»)]}"
 _CLOSER_RUN = f"[{re.escape(_CLOSERS)}]*"
 _MARKS = ".!?…"
@@ -35,7 +31,6 @@ _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
 _BLANK_LF_LINE = re.compile(r"\n(?:[^\S\n]*\n)+")  # the same, faster, for text without carriage returns
 _SPACE_BEFORE_LF = re.compile(r"\n(?<=[^\S\n]\n)")
 _LF_RUN = re.compile(r"\n\n+")  # the same again, twice as fast, for text with no whitespace before a line feed
-_BLANK_LINE_AFTER = re.compile(r"[^\S\r\n]*" + _BLANK_LINE.pattern)
 _NON_SPACE = re.compile(r"\S")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _OPENERS = "\"'“‘«([{"
@@ -54,11 +49,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Split ``text`` into sentence spans; every non-whitespace character lies in one span."""
     ends = SentenceEnds(text)
     spans: list[tuple[int, int]] = []
-    start = ends.start_after(0)
+    start, end = ends.next_sentence(0)
     while start < len(text):
-        end = ends.first_after(start)
         spans.append((start, end))
-        start = ends.start_after(end)
+        start, end = ends.next_sentence(end)
     return spans
 
 
@@ -71,21 +65,22 @@ class SentenceEnds:
     pay for that check.
     """
 
-    def __init__(self, text: str, found: Scan | None = None) -> None:
-        """``found``: the scan of all of ``text`` (``charclasses.scan``), when the caller has it."""
+    def __init__(self, text: str) -> None:
         self.text = text
         ends = [m.end() for m in _DOT_END.finditer(text)]
         for mark, pattern in _MARK_ENDS.items():
             if mark in text:
                 ends.extend([m.end() for m in pattern.finditer(text)])
-        blank_lines = _blank_lines(text, found)
+        blank_lines = _blank_lines(text)
         ends.extend(blank_lines)
         self.paragraph_ends = blank_lines  # the ends before a blank line, in order
         self.last = _visible_end(text, len(text))
         ends.append(self.last)
         ends.sort()
         self.ends = ends
-        self._doubted: dict[int, bool] = {}  # is_end's answers for the ends after a dot or a closer
+        # is_end's answers for the ends after a dot or a closer; an end before a blank line is one whatever
+        # precedes it, known from the start (the commonest end a chunker asks about: a paragraph's last)
+        self._known = dict.fromkeys(blank_lines, True)
 
     def restructure(self, extra: list[int], keep_whole: list[tuple[int, int]]) -> None:
         """Add the ends in ``extra``; drop every end strictly inside one of the ``keep_whole`` spans.
@@ -94,13 +89,22 @@ class SentenceEnds:
         """
         self.ends = drop_inside(merge_sorted(self.ends, extra), keep_whole)
 
-    def first_after(self, position: int) -> int:
-        """The first end after ``position``; ``position`` must lie before the text's last visible character."""
+    def next_sentence(self, end: int) -> tuple[int, int]:
+        """The start and end of the sentence after ``end``: its first visible character at or after ``end``, and the
+        first end after that; the text's length twice when only whitespace follows.
+
+        One call where a chunker asks for both at every chunk.
+        """
+        text = self.text
+        found = _NON_SPACE.search(text, end)
+        if found is None:
+            return len(text), len(text)
+        start = found.start()
         ends = self.ends
-        i = bisect_right(ends, position)
+        i = bisect_right(ends, start)
         while not self.is_end(ends[i]):
             i += 1
-        return ends[i]
+        return start, ends[i]
 
     def last_within(self, limit: int) -> int:
         """The last end at or before ``limit``; there must be one after the text's first visible character."""
@@ -110,51 +114,51 @@ class SentenceEnds:
             i -= 1
         return ends[i]
 
-    def start_after(self, end: int) -> int:
-        """Where the next sentence starts: the first visible character at or after ``end``, else the text's length."""
-        found = _NON_SPACE.search(self.text, end)
-        return found.start() if found is not None else len(self.text)
+    def first_start_within(self, low: int, high: int) -> int | None:
+        """The first sentence start in ``[low, high)`` that is also a word start (whitespace before it), else None.
+
+        Asked at every chunk: conditionals rather than max(), and each start searched for within ``high`` only.
+        """
+        ends, text = self.ends, self.text
+        i = bisect_right(ends, low) - 1  # the end before ``low`` may start a sentence at or after it
+        if i < 0:
+            i = 0
+        count = len(ends)
+        while i < count and ends[i] < high:
+            if self.is_end(ends[i]):
+                found = _NON_SPACE.search(text, ends[i], high)
+                if found is not None:
+                    start = found.start()
+                    if start >= low and text[start - 1].isspace():
+                        return start
+            i += 1
+        return None
 
     def is_end(self, end: int) -> bool:
         """Whether a possible end is one: not the dot of an abbreviation, unless a blank line follows."""
+        known = self._known.get(end)  # a chunker asks again about the ends it stepped over
+        if known is not None:
+            return known
         text = self.text
         mark = end - 1
         if text[mark] not in _DOT_OR_CLOSER:  # most ends: no dot to doubt
             return True
-        known = self._doubted.get(end)  # a chunker asks again about the ends it stepped over
-        if known is not None:
-            return known
         while mark > 0 and text[mark] in _CLOSERS:
             mark -= 1
-        known = (
-            text[mark] != "."
-            or text.startswith("\n\n", end)  # a paragraph's last dot, the commonest: spare the abbreviation check
-            or not _after_abbreviation(text, mark)
-            or end == self.last
-            or _BLANK_LINE_AFTER.match(text, end) is not None
-        )
-        self._doubted[end] = known
+        known = text[mark] != "." or not _after_abbreviation(text, mark) or end == self.last
+        self._known[end] = known
         return known
 
 
-def _blank_lines(text: str, found: Scan | None) -> list[int]:
+def _blank_lines(text: str) -> list[int]:
     """The visible ends before each blank line (a run of whitespace holding two or more line breaks), in order.
 
-    With the text's scan and no carriage return, from its words and line feeds in numpy: a line feed starts a
-    blank line when no word lies between it and the next line feed, unless the line feed before it does too;
-    the visible end before it is the end of the last word before it. Else by regex, one match per blank line.
+    By regex, one match per blank line, the simplest pattern the text allows. Worked out in numpy from the
+    density's scan instead, they cost more within a chunk() call (a pass over the code points, 4 bytes a character
+    of Arabic text, and a dozen numpy calls) on the Arabic handbook, and the same on the Python manual.
     """
     if "\r" in text:
         return [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
-    if found is not None:
-        feeds = (found.codes == 10).nonzero()[0]
-        words_before = found.starts.searchsorted(feeds)
-        blank = words_before[1:] == words_before[:-1]  # no word between a line feed and the next
-        blank[1:] &= ~blank[:-1]  # the first line feed of each blank line
-        before = words_before[:-1][blank]
-        if len(found.ends) == 0:
-            return [0] * len(before)
-        return np.where(before > 0, found.ends[before - 1], 0).tolist()
     if _SPACE_BEFORE_LF.search(text):
         return [_visible_end(text, m.start()) for m in _BLANK_LF_LINE.finditer(text)]
     return [m.start() for m in _LF_RUN.finditer(text)]
@@ -185,10 +189,10 @@ def _visible_end(text: str, end: int) -> int:
 
 def _after_abbreviation(text: str, start: int) -> bool:
     """Whether the dot at ``start`` is the single dot of an abbreviation, an initial or an acronym."""
-    if text[start + 1 : start + 2] in _MARKS or not text[start - 1 : start].isalpha():
+    if not text[start - 1 : start].isalpha() or text[start + 1 : start + 2] in _MARKS:
         return False
     if start >= 7 and text[start - 7 : start].isalpha():  # no abbreviation is 7 letters long: skip the rest
         return False
-    words = text[max(0, start - 12) : start].rsplit(None, 1)
-    token = words[-1].lstrip(_OPENERS) if words else ""
+    # a letter precedes the dot, so the last word before it is never empty
+    token = text[start - 12 if start > 12 else 0 : start].rsplit(None, 1)[-1].lstrip(_OPENERS)
     return len(token) == 1 or token.lower() in ABBREVIATIONS or ("." in token and _ACRONYM.fullmatch(token) is not None)

@@ -25,7 +25,9 @@ from zerda_core.chunks.sentences import _visible_end
 # Candidate lines, found by one regex with a literal first character, which the scan skips to quickly:
 # a line opening with "#" and a space (ATX), or with three equal marks (a fence or an underline).
 _CANDIDATE_AFTER_NEWLINE = re.compile(r"\n(?:#{1,6}[ \t]|([=\-~^\"'`#*+:.])\1\1)")
-_ATX_LINE = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# An ATX heading's marks; its title is the rest of the line less trailing spaces and marks (rstrip, where a lazy
+# group before ``[ \t#]*$`` retried the tail at every character of the title)
+_ATX_MARKS = re.compile(r"(#{1,6})[ \t]+")
 _FENCE_LINE = re.compile(r"(`{3,}|~{3,})")
 SEPARATOR = " > "
 TITLE_CHARS = 200  # a title in a heading path: each chunk carries its path, so a huge heading is not copied whole
@@ -91,9 +93,10 @@ def find_structure(text: str) -> Structure:
 
 def _heading(text: str, line_start: int, line: str, levels: dict[str, int]) -> tuple[int, int, str] | None:
     """(start, level, title) of the heading the line at ``line_start`` makes, or ``None``."""
-    atx = _ATX_LINE.match(line)
+    atx = _ATX_MARKS.match(line)
     if atx:
-        return (line_start, len(atx.group(1)), atx.group(2)) if atx.group(2) else None
+        title = line[atx.end() :].rstrip(" \t#")
+        return (line_start, len(atx.group(1)), title) if title else None
     if not _underlines(text, line_start, line):
         return None
     title_start = text.rfind("\n", 0, line_start - 1) + 1
