@@ -52,6 +52,7 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_memory.py --docs 250000,1000000 --files 200
 	$(BIN)/python benchmarks/bench_memory.py --docs 2500000,10000000 --docs-per-file 1250 \
 		--results benchmarks/results/incremental_memory_more_files.md
+	$(BIN)/python benchmarks/bench_memory.py --runner flink --docs 625000,2500000 --docs-per-file 1250 --launch-probes 0
 	$(BIN)/python benchmarks/bench_commit.py --files 2000
 	$(BIN)/python benchmarks/bench_table.py --mb 400 --files 64 --reps 3
 	$(BIN)/python benchmarks/bench_split.py --mb 400

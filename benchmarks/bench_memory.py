@@ -16,6 +16,12 @@ must say what the change was (documents changed, unchanged, files not read), so 
 as a fast run. With ``--docs-per-file`` the number of files grows with the corpus instead, their size fixed:
 the shape of a corpus that grows by files, where the largest file stays the same. Figures per size and the
 ratios between the two sizes go to ``benchmarks/results/incremental_memory.md`` (``--results``).
+
+With ``--runner flink`` the same incremental job also runs on a Flink cluster (tests/flink_cluster.py: a
+JobManager, two TaskManagers, Beam's worker pool with each SDK harness a process of its own, Beam's Flink job
+server started by the launcher), a fresh cluster per size so that each JVM's peak is that size's, from a copy
+of the same previous output; the DirectRunner's run and the Flink run are reported side by side, in
+``benchmarks/results/incremental_memory_flink.md``.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ from pipelines.output.schema import (
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "incremental_memory.md"
+RESULTS_FLINK = REPO_ROOT / "benchmarks" / "results" / "incremental_memory_flink.md"
 MAX_ROWS_PER_FILE = 100_000  # zerda's default output.max_rows_per_file
 INDEX_ROW_GROUP = 2048  # rows per row group of an index file, as zerda writes it
 POLL_SECONDS = 0.1
@@ -343,6 +350,7 @@ class RunFigures:
     launch_cpu_s: float  # the launcher's CPU time (user and system) by then: less of the shared machine's load
     processes: list[ProcessPeak]
     manifest: dict[str, Any]
+    error: str = ""  # why the run failed, its figures up to then kept (a Flink run at a size too large)
 
     @property
     def launcher(self) -> ProcessPeak:
@@ -360,20 +368,32 @@ def _role(proc: psutil.Process) -> str:
         return "?"
     if name in ("sh", "bash", "dash"):
         return "shell"  # the command line that starts a worker process
-    if "sdk_worker_main" in cmd or "worker_pool_main" in cmd:
-        return "worker"
+    if "sdk_worker_main" in cmd or "worker_pool_main" in cmd or "SdkHarness" in cmd:
+        return "worker"  # an SDK harness: the DirectRunner's worker process, or one the Flink worker pool started
+    if name == "java" and "job-server" in cmd:
+        return "job server"  # Beam's Flink job server, started by the launcher
+    if "-m pip freeze" in cmd:
+        return "pip freeze"  # the launcher lists its packages for a portable job's environment
     return "python" if "python" in cmd else (proc.name() or "?")
 
 
 class Sampler(threading.Thread):
-    """Every POLL_SECONDS: each process of the tree, its role and peak RSS; when the launcher got its first child."""
+    """Every POLL_SECONDS: each process of the tree, its role and peak RSS; when the launcher got its first child.
 
-    def __init__(self, pid: int, started: float, stop_at_launch: bool = False) -> None:
+    ``roots`` (pid: role): processes not started by the launcher (a Flink cluster's), sampled with their trees.
+    """
+
+    def __init__(
+        self, pid: int, started: float, stop_at_launch: bool = False, roots: dict[int, str] | None = None
+    ) -> None:
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.stop_at_launch = stop_at_launch
         self.started = started
         self.seen: dict[int, ProcessPeak] = {pid: ProcessPeak(pid, "launcher")}
+        self.others = [psutil.Process(other) for other in roots or {}]
+        self.seen.update({other: ProcessPeak(other, role) for other, role in (roots or {}).items()})
+        self.descendants: list[psutil.Process] = []  # the launcher's, to end any it leaves behind
         self.launch_s: float | None = None
         self.launch_rss_kib = 0
         self.launch_cpu_s = 0.0
@@ -398,6 +418,12 @@ class Sampler(threading.Thread):
                 self.launch_cpu_s = times.user + times.system
             if self.stop_at_launch:  # a launch probe: the run stops as for a scheduler's SIGTERM, OUTPUT kept
                 self.root.send_signal(signal.SIGTERM)
+        self.descendants += [c for c in children if c not in self.descendants]
+        for other in self.others:
+            try:
+                children += [other, *other.children(recursive=True)]
+            except psutil.Error:
+                continue
         for proc in [self.root, *children]:
             if proc.pid not in self.seen:
                 self.seen[proc.pid] = ProcessPeak(proc.pid, _role(proc), first_seen_s=now)
@@ -413,30 +439,54 @@ class Sampler(threading.Thread):
         self.join()
 
 
-def measured_run(corpus: Path, out: Path, stop_at_launch: bool = False) -> RunFigures:
-    """``zerda-rechunk --incremental`` with 2 worker processes, its process tree sampled; ``stop_at_launch``:
-    stopped by SIGTERM when its first child process appears (the launch alone; OUTPUT keeps its output)."""
+def measured_run(
+    corpus: Path,
+    out: Path,
+    stop_at_launch: bool = False,
+    beam_args: Sequence[str] = WORKER_ARGS,
+    roots: dict[int, str] | None = None,
+    timeout: float | None = None,
+) -> RunFigures:
+    """``zerda-rechunk --incremental`` with ``beam_args`` (2 worker processes), its process tree and ``roots``
+    sampled; ``stop_at_launch``: stopped by SIGTERM when its first child process appears (the launch alone;
+    OUTPUT keeps its output). A run that fails or outlasts ``timeout`` seconds gives its figures and the error."""
     cmd = [sys.executable, "-m", "pipelines.cli.rechunk", "--input", str(corpus), "--output", str(out)]
-    cmd += ["--incremental", "--quiet", "--progress-seconds", "0", *WORKER_ARGS]
+    cmd += ["--incremental", "--quiet", "--progress-seconds", "0", *beam_args]
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, env=child_env(REPO_ROOT), stdout=subprocess.DEVNULL, stderr=err)
-        sampler = Sampler(proc.pid, started, stop_at_launch)
+        sampler = Sampler(proc.pid, started, stop_at_launch, roots)
         sampler.start()
+        timed_out = ""
         try:
-            code = proc.wait()
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = f"stopped after {timeout:g} s. "
+            code = -signal.SIGKILL
         finally:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait()
             sampler.stop()
+            for left in sampler.descendants:  # a job server the launcher did not stop
+                with contextlib.suppress(psutil.Error):
+                    left.kill()
         wall = time.perf_counter() - started
         err.seek(0)
         stderr = err.read().decode(errors="replace")
-    if code != (128 + signal.SIGTERM if stop_at_launch else 0):
-        raise RuntimeError(f"zerda-rechunk --incremental exited {code}: {stderr.strip()[-2000:]}")
-    manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
     processes = sorted(sampler.seen.values(), key=lambda p: p.first_seen_s)
+    if code != (128 + signal.SIGTERM if stop_at_launch else 0):
+        error = f"{timed_out}zerda-rechunk --incremental exited {code}: {stderr.strip()[-2000:]}"
+        return RunFigures(wall, sampler.launch_s, sampler.launch_rss_kib, sampler.launch_cpu_s, processes, {}, error)
+    manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
     return RunFigures(wall, sampler.launch_s, sampler.launch_rss_kib, sampler.launch_cpu_s, processes, manifest)
+
+
+def succeeded(run: RunFigures) -> RunFigures:
+    """The run, if it did not fail."""
+    if run.error:
+        raise RuntimeError(run.error)
+    return run
 
 
 def check_counts(manifest: dict[str, Any], documents: int, files: int, changed_docs: int, changed_files: int) -> None:
@@ -468,6 +518,8 @@ class SizeResult:
     changed_docs: int
     run: RunFigures
     launches: list[tuple[float, int, float]]  # (seconds, launcher KiB, launcher CPU seconds) of each launch probe
+    flink: RunFigures | None = None  # the same run on a Flink cluster (--runner flink)
+    cluster_start_s: float = 0.0  # that cluster's start, until every TaskManager had registered
 
     @property
     def launch_s(self) -> float:
@@ -483,27 +535,64 @@ class SizeResult:
         return max(kib for _, kib, _ in self.launches)
 
 
-def measure_size(documents: int, files: int, seed: int, scratch: Path, launch_probes: int) -> SizeResult:
+def measure_size(
+    documents: int, files: int, seed: int, scratch: Path, launch_probes: int, flink_timeout: float | None = None
+) -> SizeResult:
+    """Build the previous output of ``documents`` in ``files`` and run the incremental job on the DirectRunner
+    and, given ``flink_timeout``, on a Flink cluster too (from a copy of the same previous output)."""
     docs_per_file = documents // files
-    corpus, out = scratch / "corpus", scratch / "out"
+    corpus, out, flink_out = scratch / "corpus", scratch / "out", scratch / "out-flink"
     started = time.perf_counter()
     build_previous(corpus, out, files, docs_per_file, seed, scratch)
     build_s = time.perf_counter() - started
     previous_mb = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e6
     changed_files, changed_docs = change_corpus(corpus, files, docs_per_file, seed)
+    if flink_timeout is not None:
+        shutil.copytree(out, flink_out)
     print(f"bench: {documents:,} documents built in {build_s:.0f} s ({previous_mb:,.0f} MB); running", flush=True)
     committed = (out / MANIFEST_FILE).read_bytes()
-    probes = [measured_run(corpus, out, stop_at_launch=True) for _ in range(launch_probes)]
+    probes = [succeeded(measured_run(corpus, out, stop_at_launch=True)) for _ in range(launch_probes)]
     if (out / MANIFEST_FILE).read_bytes() != committed or not (out / SUCCESS_FILE).exists():
         raise RuntimeError("a launch probe, stopped, changed the previous output")
-    run = measured_run(corpus, out)
+    run = succeeded(measured_run(corpus, out))
     check_counts(run.manifest, docs_per_file * files, files, changed_docs, changed_files)
     launches = [(r.launch_s, r.launch_rss_kib, r.launch_cpu_s) for r in [*probes, run] if r.launch_s is not None]
     result = SizeResult(docs_per_file * files, files, build_s, previous_mb, changed_files, changed_docs, run, launches)
     print(f"bench: {documents:,} documents: {summary_line(result)}", flush=True)
-    shutil.rmtree(corpus, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
+    if flink_timeout is not None:
+        result.flink, result.cluster_start_s = flink_run(corpus, flink_out, scratch / "flink", flink_timeout)
+        if not result.flink.error:
+            check_counts(result.flink.manifest, docs_per_file * files, files, changed_docs, changed_files)
+        peaks = ", ".join(f"{p.role} {_mib(p.peak_kib):,.0f}" for p in result.flink.processes)
+        failed = f"; FAILED: {result.flink.error}" if result.flink.error else ""
+        print(f"bench: {documents:,} documents on Flink: wall {result.flink.wall_s:.1f} s; {peaks}{failed}", flush=True)
+    shutil.rmtree(corpus, ignore_errors=True)
+    shutil.rmtree(flink_out, ignore_errors=True)
     return result
+
+
+def flink_run(corpus: Path, out: Path, workdir: Path, timeout: float) -> tuple[RunFigures, float]:
+    """The incremental run on a cluster started for it (its JVMs' peaks are this run's), and the start's seconds.
+
+    The SDK harnesses run as processes of their own, as the DirectRunner's workers do, so each one is measured.
+    """
+    from tests.flink_cluster import running_cluster  # the tests' cluster: pytest is installed with the bench extra
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    started = time.perf_counter()
+    with running_cluster(workdir, harness_processes=True) as cluster:
+        start_s = time.perf_counter() - started
+        assert cluster.worker_pool is not None
+        roots = {cluster.jobmanager.pid: "JobManager", cluster.worker_pool.pid: "worker pool"}
+        roots |= {tm.pid: "TaskManager" for tm in cluster.taskmanagers.values()}
+        run = measured_run(corpus, out, beam_args=cluster.beam_args(), roots=roots, timeout=timeout)
+        if run.error:
+            logs = sorted(cluster.logs.glob("taskmanager-*.log"))
+            print(*(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in logs), sep="\n")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return run, start_s
 
 
 def _mib(kib: int) -> float:
@@ -525,12 +614,17 @@ def ranked(r: SizeResult, role: str) -> list[ProcessPeak]:
     return sorted((p for p in r.run.processes if p.role == role), key=lambda p: -p.peak_kib)
 
 
-def report(argv: Sequence[str], results: list[SizeResult]) -> str:
+def code_line() -> str:
+    """The commit measured, and whether the job's code had uncommitted changes."""
     commit = git("log", "-1", "--format=%h") or "(no commit)"
     dirty = " with uncommitted changes" if git("status", "--porcelain", "--", "pipelines", "zerda_core") else ""
+    return f"Code: commit {commit}{dirty}."
+
+
+def report(argv: Sequence[str], results: list[SizeResult]) -> str:
     lines = header("Incremental run: memory and launch against corpus size", "bench_memory.py", argv)
     lines += [
-        f"Code: commit {commit}{dirty}.",
+        code_line(),
         "",
         "A previous output built directly (not chunked) at each size: input files of a seeded template of prose"
         " documents (300-800 characters) replicated with new ids, and zerda's own output of that template"
@@ -613,6 +707,87 @@ def ratio_lines(results: list[SizeResult]) -> list[str]:
     return lines
 
 
+FLINK_ROLES = ("launcher", "job server", "pip freeze", "worker", "worker pool", "JobManager", "TaskManager", "python")
+TOP = 2  # rows per role, its largest processes: a Flink job starts SDK harnesses again and again as tasks come
+
+
+def flink_report(argv: Sequence[str], results: list[SizeResult]) -> str:
+    """The Flink run beside the DirectRunner's, size by size: every process's peak RSS and the ratios."""
+    title = "Incremental run on Flink beside the DirectRunner: memory against corpus size"
+    lines = header(title, "bench_memory.py", argv)
+    lines += [
+        code_line(),
+        "",
+        "The previous output built directly at each size as for incremental_memory.md, then"
+        f" {100 // FILE_SHARE}% of the files rewritten with {100 // DOC_SHARE}% of their documents edited, and"
+        " `zerda-rechunk --incremental` run twice from the same previous output (copied before the first run):"
+        " with `--direct_num_workers=2 --direct_running_mode=multi_processing`, then on a Flink 1.19 session"
+        " cluster started for that size alone (tests/flink_cluster.py: a JobManager, 2 TaskManagers of 2 slots,"
+        " `--parallelism=2`, Beam's Python worker pool with each SDK harness a process of its own, `EXTERNAL`"
+        " environment; the launcher starts Beam's Flink job server). Every process sampled every"
+        f" {POLL_SECONDS:g} s (peak: the kernel's VmHWM mark); each run's manifest checked (documents changed,"
+        " unchanged, files not read). One run per runner and size. A `worker` is an SDK harness process: the"
+        " DirectRunner's worker processes, the worker pool's children on Flink. The JVMs' sizes are the"
+        " cluster's settings (TaskManager heap 384 MiB, network 512 MiB, managed 128 MiB), not the corpus's."
+        " Wall times are of a shared 2-core machine with other work running: noisy; the memory figures are"
+        " what to compare.",
+        "",
+        "| documents | files | previous output MB | build s | changed docs | files not read |"
+        " wall s, DirectRunner | wall s, Flink | Flink cluster start s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        flink = r.flink
+        assert flink is not None
+        ch = r.run.manifest["changes"]
+        flink_wall = f"{flink.wall_s:.1f}" + (" (failed)" if flink.error else "")
+        lines.append(
+            f"| {r.documents:,} | {r.files} | {r.previous_mb:,.0f} | {r.build_s:.0f} | {ch['documents_changed']:,} |"
+            f" {ch['files_unchanged']} | {r.run.wall_s:.1f} | {flink_wall} | {r.cluster_start_s:.1f} |"
+        )
+    runs = [("DirectRunner", r, r.run) for r in results] + [("Flink", r, r.flink) for r in results if r.flink]
+    heads = [f"{name} {r.documents:,}" for name, r, _ in runs]
+    direct_heads, flink_heads = " | ".join(heads[: len(results)]), " | ".join(heads[len(results) :])
+    lines += [
+        "",
+        "Peak RSS MiB of each process (processes of a role matched across sizes by rank, largest first;"
+        " ratio: the larger size's over the smaller's):",
+        "",
+        f"| process | {direct_heads} | ratio | {flink_heads} | ratio |",
+        "| --- |" + " ---: |" * (len(runs) + 2),
+    ]
+
+    def cells(values: list[float | None]) -> list[str]:
+        """One runner's figures at each size, then the ratio of the last to the first."""
+        shown = ["—" if v is None else f"{v:,.0f}" for v in values]
+        first, last = values[0], values[-1]
+        return [*shown, f"{last / first:.2f}x" if len(values) > 1 and first and last else "—"]
+
+    def row(name: str, figure: Any) -> None:
+        direct = [figure(run) for _, _, run in runs[: len(results)]]
+        flink = [figure(run) for _, _, run in runs[len(results) :]]
+        lines.append(f"| {name} | " + " | ".join(cells(direct) + cells(flink)) + " |")
+
+    def of_role(role: str, rank: int) -> Any:
+        def peak(run: RunFigures) -> float | None:
+            ranked_peaks = sorted((p.peak_kib for p in run.processes if p.role == role), reverse=True)
+            return _mib(ranked_peaks[rank]) if rank < len(ranked_peaks) else None
+
+        return peak
+
+    for role in FLINK_ROLES:
+        most = max(sum(p.role == role for p in run.processes) for _, _, run in runs)
+        for rank in range(min(most, TOP)):
+            row(f"{role} #{rank + 1}" if most > 1 else role, of_role(role, rank))
+    row("worker processes started (count)", lambda run: float(sum(p.role == "worker" for p in run.processes)))
+    row("largest process", lambda run: _mib(run.max_kib))
+    row("all processes together", lambda run: _mib(sum(p.peak_kib for p in run.processes if p.role != "shell")))
+    row("wall time of the run, s (noisy)", lambda run: run.wall_s)
+    failures = [(r, r.flink.error) for r in results if r.flink and r.flink.error]
+    lines += ["", *(f"On Flink at {r.documents:,} documents the run failed: {error}" for r, error in failures)]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def check_carried(out: Path, corpus: Path, documents: int, files: int) -> dict[str, Any]:
     """An incremental run with no change over a built previous output: it must carry every document and file."""
     fingerprint = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))["fingerprint"]
@@ -647,7 +822,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--scratch", type=Path, default=None, help="folder for the corpora (default: a temp folder)")
     parser.add_argument("--check", action="store_true", help="only build the smallest size and check it is carried")
-    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--runner",
+        choices=("direct", "flink"),
+        default="direct",
+        help="flink: also run the same job on a Flink cluster started for each size, the two reported side by side",
+    )
+    parser.add_argument(
+        "--flink-timeout", type=float, default=3600, help="seconds a Flink run may take before it is stopped"
+    )
+    parser.add_argument(
+        "--results", type=Path, default=None, help=f"default {RESULTS.name}; with --runner flink {RESULTS_FLINK.name}"
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.docs.split(","))
     with tempfile.TemporaryDirectory(prefix="zerda-bench-memory-", dir=args.scratch) as tmp:
@@ -658,10 +844,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: the built output is carried: {ch['changes']}")
             return 0
         files = [n // args.docs_per_file if args.docs_per_file else args.files for n in sizes]
+        flink_timeout = args.flink_timeout if args.runner == "flink" else None
         results = [
-            measure_size(n, f, args.seed, scratch, args.launch_probes) for n, f in zip(sizes, files, strict=True)
+            measure_size(n, f, args.seed, scratch, args.launch_probes, flink_timeout)
+            for n, f in zip(sizes, files, strict=True)
         ]
-    save(report(sys.argv[1:] if argv is None else argv, results), args.results)
+    shown = sys.argv[1:] if argv is None else argv
+    if args.runner == "flink":
+        save(flink_report(shown, results), args.results or RESULTS_FLINK)
+    else:
+        save(report(shown, results), args.results or RESULTS)
     return 0
 
 

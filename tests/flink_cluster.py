@@ -7,6 +7,8 @@ Import the fixture into a test module (``from tests.flink_cluster import flink  
   free ports, a fixed-delay restart strategy, short heartbeats so a killed TaskManager is noticed in
   seconds), and Beam's Python worker pool in a process of its own, where the pipelines' SDK harnesses
   run (``EXTERNAL``). Yields a :class:`FlinkCluster`; at the end every process group is killed.
+- :func:`running_cluster`: the same start and stop, for the fixture and for ``benchmarks/bench_memory.py``'s
+  Flink mode (a cluster per corpus size there, SDK harnesses as processes of their own).
 
 What runs, and where it comes from (downloaded once, then cached under ``.cache/`` in the repository):
 
@@ -34,6 +36,7 @@ import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -202,17 +205,22 @@ class FlinkCluster:
             *extra,
         ]
 
-    def start_worker_pool(self) -> None:
+    def start_worker_pool(self, harness_processes: bool = False) -> None:
         """Beam's Python worker pool, its own process group, up for the whole session.
 
         Not ``LOOPBACK``: there the SDK harnesses live in the submitting process and close when it sees the
         job end, racing Flink's own end of the tasks; under load Flink took the closed connection ("SDK
         harness closed connection") for a failure and marked a job whose output was committed FAILED.
+        ``harness_processes``: each SDK harness a child process of the pool instead of a thread in it, so a
+        benchmark can measure each one's memory (the pool starts them as ``python``: this interpreter's).
         """
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # the harnesses unpickle DoFns from pipelines.*
+        if harness_processes:
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        command = [sys.executable, "-c", _WORKER_POOL, *(["--processes"] if harness_processes else [])]
         with self.worker_pool_log.open("wb") as out:
             self.worker_pool = subprocess.Popen(
-                [sys.executable, "-c", _WORKER_POOL],
+                command,
                 cwd=self.workdir,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -297,12 +305,19 @@ class FlinkCluster:
             process.wait()
 
 
-@pytest.fixture(scope="session")
-def flink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkCluster]:
-    cluster = FlinkCluster(tmp_path_factory.mktemp("flink"))
+@contextmanager
+def running_cluster(workdir: Path, harness_processes: bool = False) -> Iterator[FlinkCluster]:
+    """A cluster in ``workdir`` with its worker pool and TaskManagers up; every process group killed on leaving."""
+    cluster = FlinkCluster(workdir)
     try:
-        cluster.start_worker_pool()
+        cluster.start_worker_pool(harness_processes)
         cluster.start_taskmanagers()
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def flink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkCluster]:
+    with running_cluster(tmp_path_factory.mktemp("flink")) as cluster:
+        yield cluster
