@@ -101,7 +101,7 @@ class _ReadPartFn(beam.DoFn):
         self._bytes_read = Metrics.counter(METRICS_NAMESPACE, "bytes_read")
         self._rejects = {reason: Metrics.counter(METRICS_NAMESPACE, f"rejects_{reason}") for reason in REJECT_REASONS}
 
-    def process(self, part: FilePart) -> Iterator[SourceRecord | TaggedOutput]:
+    def process(self, part: FilePart) -> Iterator[Any]:  # SourceRecords, and TaggedOutputs of the other outputs
         batch: list[SourceRecord] = []
         chars = 0
         limit = RejectLimit(self._input.max_reject_rows)  # per part: a flood of bad lines costs a counter
