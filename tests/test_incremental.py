@@ -1205,15 +1205,14 @@ def test_an_output_whose_manifest_is_of_format_1_is_reported_and_carried(
     assert report_main(["--verify", str(output)]) == 0
 
 
-def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_bytes_each(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A changed file is read whole, but its unchanged documents go to their partition's comparison as their
-    record numbers, 8 bytes each (their key and hash are in the previous index the comparison reads): what the
-    runner holds between the steps follows the change, not the size of the files read."""
-    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
+def _document_8_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, documents: int
+) -> tuple[Path, Path, list[Any], dict[str, Any]]:
+    """One JSONL file of ``documents`` documents run in full, its 8th document edited, then an incremental run
+    whose partition comparisons are spied on: (corpus, output, what the comparisons were given, manifest)."""
+    corpus, output = tmp_path / "corpus", tmp_path / "out"
     corpus.mkdir()
-    docs = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(300)]
+    docs = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(documents)]
     _write_jsonl(corpus / "many.jsonl", docs)
     _age(*corpus.iterdir())
     run(_argv(corpus, output))
@@ -1221,7 +1220,17 @@ def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_by
     _write_jsonl(corpus / "many.jsonl", docs)
     _age(*corpus.iterdir())
     compared = _spy_outputs(monkeypatch, pipelines.incremental.compare._ComparePartition)
-    manifest = run(_argv(corpus, output, "--incremental"))
+    return corpus, output, compared, run(_argv(corpus, output, "--incremental"))
+
+
+def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_bytes_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed file is read whole, but its unchanged documents go to their partition's comparison as their
+    record numbers, 8 bytes each (their key and hash are in the previous index the comparison reads): what the
+    runner holds between the steps follows the change, not the size of the files read."""
+    corpus, output, compared, manifest = _document_8_edited(tmp_path, monkeypatch, 300)
+    fresh = tmp_path / "fresh"
     batches = [batch for (_, grouped), _ in compared for batch in grouped["hash"]]
     kept = [record for by_source, _ in batches for packed in by_source.values() for record in kept_records(packed)]
     chunked = [entry for _, entries in batches for entry in entries]
@@ -1239,17 +1248,8 @@ def test_a_chunked_document_reaches_the_comparison_as_its_values_alone(
     """A changed document's new index row goes to its partition's comparison as its values, without the names
     of its fields or the values every row of the run shares (the settings fingerprint, zerda's version): the
     runner holds the elements of that shuffle, and they grow with the change. The index written is a full run's."""
-    corpus, output, fresh = tmp_path / "corpus", tmp_path / "out", tmp_path / "fresh"
-    corpus.mkdir()
-    docs = [(f"m{n}", _doc(n, "prose" if n % 3 else "code")) for n in range(40)]
-    _write_jsonl(corpus / "many.jsonl", docs)
-    _age(*corpus.iterdir())
-    run(_argv(corpus, output))
-    docs[7] = ("m7", _doc(1000))
-    _write_jsonl(corpus / "many.jsonl", docs)
-    _age(*corpus.iterdir())
-    compared = _spy_outputs(monkeypatch, pipelines.incremental.compare._ComparePartition)
-    manifest = run(_argv(corpus, output, "--incremental"))
+    corpus, output, compared, manifest = _document_8_edited(tmp_path, monkeypatch, 40)
+    fresh = tmp_path / "fresh"
     (sent,) = [row for (_, grouped), _ in compared for _, row in grouped["rows"]]
     data = pickle.dumps(sent)
     assert isinstance(sent, tuple) and b"chunk_file" not in data and b"doc_id" not in data
