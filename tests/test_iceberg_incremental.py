@@ -22,7 +22,6 @@ from pyiceberg.table import Table
 from pipelines.cli.local_runner import FnApiDirectRunner
 from pipelines.cli.rechunk import build_pipeline, main, run
 from pipelines.errors import TableConflict
-from pipelines.input.expand import expand_inputs
 from pipelines.output import iceberg
 from pipelines.output.iceberg import (
     RUN_ID_KEY,
@@ -286,10 +285,10 @@ def test_the_steps_run_again_after_the_commit_leave_the_committed_run_as_it_was(
     target = open_table(TABLE, settings.output.catalog)
     previous, snapshot_id = read_previous_table(target, settings.fingerprint, incremental=True)
     target = replace(target, snapshot_id=snapshot_id)
-    files, run_id, started = expand_inputs([str(corpus)]), new_run_id(), datetime.now(timezone.utc)
+    run_id, started = new_run_id(), datetime.now(timezone.utc)
     jobs = [beam.Pipeline(runner=FnApiDirectRunner()) for _ in range(2)]
     for job in jobs:
-        build_pipeline(job, files, settings, target, started, run_id=run_id, previous=previous)
+        build_pipeline(job, [str(corpus)], settings, target, started, run_id=run_id, previous=previous)
     for job in jobs:
         job.run().wait_until_finish()
 

@@ -638,7 +638,7 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     manifest = run(_argv(corpus, output, "--incremental"))
     assert manifest["changes"]["incremental"] is True
     ((listings, others),) = seen
-    assert any("/listing/inputs/" in p for p in listings) and others == [], (listings, others)
+    assert any("/listing/previous/" in p for p in listings) and others == [], (listings, others)
     assert not (output / "_staging").exists()
 
 

@@ -282,7 +282,7 @@ def test_worker_processes_log_like_the_launcher(flags: list[str], progress_expec
     zerda_lines = [line for line in done.stderr.splitlines() if "zerda" in line]
     assert all(re.match(rf"{stamp} zerda(\.progress)?: ", line) for line in zerda_lines), zerda_lines
     if progress_expected:  # the launcher's line and the workers' progress lines, one format
-        assert any(re.match(rf"{stamp} zerda: reading 1 file", line) for line in zerda_lines)
+        assert any(re.match(rf"{stamp} zerda: reading the files of 1 input", line) for line in zerda_lines)
         assert any(re.match(rf"{stamp} zerda.progress: progress \(pid \d+\): 1 files", line) for line in zerda_lines)
 
 

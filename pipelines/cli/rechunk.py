@@ -31,7 +31,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -52,11 +52,20 @@ from pipelines.cli.options import Once, new_pipeline, non_empty, parse_arguments
 from pipelines.cli.process_exit import command
 from pipelines.cli.summary import render_summary
 from pipelines.cli.worker_log import worker_environment
-from pipelines.errors import InputError, JobError, OutputError, SettingsError, UsageError, explained_line
+from pipelines.errors import (
+    InputError,
+    JobError,
+    OutputError,
+    SettingsError,
+    UsageError,
+    explained_line,
+    explains,
+)
 from pipelines.incremental.previous import Previous, planned_partitions, read_previous, unreadable_carry, without_carry
 from pipelines.incremental.transform import ChunkIncrementally
-from pipelines.input.expand import InputFile, expand_inputs, sample_corpus_glob
-from pipelines.input.listing import listing_folder
+from pipelines.input.expand import sample_corpus_glob
+from pipelines.input.listing import Listed, listing_folder
+from pipelines.input.match import JudgeInputs, MatchFailed, MatchInputs, check_inputs, may_spread
 from pipelines.input.read import ReadCorpus
 from pipelines.output.build_manifest import BuildManifest
 from pipelines.output.commit import CommitOutput
@@ -91,6 +100,7 @@ from pipelines.output.write import (
     stop_commit,
 )
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
+from pipelines.records import FileReport
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
 from pipelines.settings import Settings, load_settings
 from pipelines.terminal_table import VisibleFormatter, visible, write_stdout
@@ -174,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_pipeline(
     pipeline: beam.Pipeline,
-    files: list[InputFile],
+    inputs: Sequence[str],
     settings: Settings,
     output: str | TableTarget,
     started: datetime,
@@ -184,6 +194,9 @@ def build_pipeline(
 ) -> beam.PCollection:
     """Wire the whole job onto ``pipeline``; returns the PCollection of the committed manifest.
 
+    ``inputs`` are the patterns (globs, folders, files): the graph holds them, and the workers match them
+    (:mod:`pipelines.input.match`), size and stamp the files, and tell those unchanged since ``previous`` from
+    those to read, so that neither the graph nor the launch grows with the number of files.
     With a ``run_id`` (the entry point's, which holds OUTPUT's lease under it) the commit checks the lease. A
     :class:`~pipelines.output.iceberg.TableTarget` output is an Iceberg table: the same job, its chunks and
     rejects written as the tables' data files, its index and changes in the run's side folder, one commit of a
@@ -194,22 +207,25 @@ def build_pipeline(
     lease = run_id  # a directory's commit checks the lease held under it
     run_id = run_id or new_run_id()
     previous = previous or Previous()
-    unchanged = previous.unchanged(files)  # with --incremental: not read, their rows and reports carried
-    skipped = {report.source for report in unchanged}
-    to_read = [file for file in files if file.source not in skipped]
-    listing = listing_folder(staging, run_id, "inputs")  # the files to read reach the workers outside the graph
-    read = pipeline | "ReadCorpus" >> ReadCorpus(to_read, settings.input, listing=listing)
+    matched = pipeline | "MatchInputs" >> MatchInputs(inputs)
+    reports = None  # with --incremental: the previous reports, against which the files are judged
+    if previous.carry:
+        folder = listing_folder(staging, run_id, "previous_inputs")  # outside the graph
+        reports = pipeline | "PreviousInputs" >> Listed(list(previous.inputs.values()), folder, _encoded, _decoded)
+        reports |= "ReportBySource" >> beam.Map(lambda report: (report.source, report))
+    judged = matched | "JudgeInputs" >> JudgeInputs(reports)  # unchanged files are not read: rows carried
+    read = judged.to_read | "ReadCorpus" >> ReadCorpus((), settings.input, spread=may_spread(inputs))
     chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
     # incremental hook: unchanged documents bypass ChunkDocuments; index and changes files are committed too
     incremental = (ChunkIncrementally if table is None else functools.partial(TableIncrementally, table))(
         chunk_documents,
         previous,
-        unchanged,
+        judged.unchanged,
         output=staging,
         run_id=run_id,
         settings=settings.output,
         fingerprint=settings.config_fingerprint,
-        partitions=planned_partitions(previous, files),
+        partitions=planned_partitions(previous),
     )
     chunked = read.records | "Incremental" >> incremental
     rejects = (read.rejects, chunked.rejects) | "AllRejects" >> beam.Flatten()
@@ -250,7 +266,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     table = table_name(None if args.output == DEFAULT_OUTPUT else args.output, settings.output.table)
     if table is not None:
         return _run_into_table(table, args, settings, pipeline, runner, options, worker_levels)
-    files = expand_inputs(args.input or [sample_corpus_glob()], output=args.output)
+    inputs = args.input or [sample_corpus_glob()]
+    check_inputs(inputs, output=args.output)
     prepare_output(args.output)
     run_id = new_run_id()
     with hold_output(args.output, run_id), _stops_said(args.output, run_id) as stop:
@@ -258,12 +275,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         stop.had_finished_output = has_finished_output(args.output)
         incremental = args.incremental or settings.output.incremental
         previous = read_previous(args.output, settings.fingerprint, incremental)
-        _say_previous(previous, files, incremental)
-        log.info("reading %d file(s) into %s (settings %s)", len(files), args.output, settings.fingerprint)
+        _say_previous(previous, incremental)
+        log.info("reading %s into %s (settings %s)", _said_inputs(inputs), args.output, settings.fingerprint)
         started = stop.started = datetime.now(timezone.utc)
 
         def attempt(pipeline: beam.Pipeline, previous: Previous) -> None:
-            build_pipeline(pipeline, files, settings, args.output, started, args.progress_seconds, run_id, previous)
+            build_pipeline(pipeline, inputs, settings, args.output, started, args.progress_seconds, run_id, previous)
             _run_to_the_end(pipeline, runner, options)
 
         with worker_environment(worker_levels):
@@ -276,12 +293,24 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     return manifest.with_lists()
 
 
-def _say_previous(previous: Previous, files: list[InputFile], incremental: bool) -> None:
-    """Log, for an incremental run, whether it carries rows and why, and how many files it does not read."""
+def _say_previous(previous: Previous, incremental: bool) -> None:
+    """Log, for an incremental run, whether it carries rows and why. How many files it does not read is known
+    once the workers have matched them: the manifest's ``changes.files_unchanged`` and the summary say it."""
     if incremental:
         log.info("%s", previous.reason)
-        if unchanged := len(previous.unchanged(files)):
-            log.info("%d of %d file(s) unchanged since the previous output: not read", unchanged, len(files))
+
+
+def _said_inputs(inputs: Sequence[str]) -> str:
+    """The inputs in a log line: the files they match are counted on the workers, in the manifest."""
+    return "the files of " + (f"{len(inputs)} inputs" if len(inputs) > 1 else "1 input")
+
+
+def _encoded(report: FileReport) -> list[Any]:
+    return [report.source, report.bytes_read, report.records, report.error, report.stamp]
+
+
+def _decoded(fields: list[Any]) -> FileReport:
+    return FileReport(*fields)
 
 
 def _run_or_rerun_in_full(
@@ -318,19 +347,20 @@ def _run_into_table(
     """:func:`run` into an Iceberg table: the tables are opened (created if missing) and the previous snapshot
     read before anything is written; a run that fails or is stopped before its commit leaves them as they were,
     its files deleted."""
-    files = expand_inputs(args.input or [sample_corpus_glob()])
+    inputs = args.input or [sample_corpus_glob()]
+    check_inputs(inputs)
     target = open_table(table, settings.output.catalog)
     notice_orphans(target)
     incremental = args.incremental or settings.output.incremental
     previous, snapshot_id = read_previous_table(target, settings.fingerprint, incremental)
     target = replace(target, snapshot_id=snapshot_id)
-    _say_previous(previous, files, incremental)
+    _say_previous(previous, incremental)
     run_id = new_run_id()
-    log.info("reading %d file(s) into Iceberg table %s (settings %s)", len(files), table, settings.fingerprint)
+    log.info("reading %s into Iceberg table %s (settings %s)", _said_inputs(inputs), table, settings.fingerprint)
     started = datetime.now(timezone.utc)
 
     def attempt(pipeline: beam.Pipeline, previous: Previous) -> None:
-        build_pipeline(pipeline, files, settings, target, started, args.progress_seconds, run_id, previous)
+        build_pipeline(pipeline, inputs, settings, target, started, args.progress_seconds, run_id, previous)
         _run_to_the_end(pipeline, runner, options)
 
     try:
@@ -425,11 +455,19 @@ def _run_to_the_end(pipeline: beam.Pipeline, runner: PipelineRunner, options: Pi
         raise
     except Exception as err:
         explained = explained_line(err)
+        if explained is not None and _input_unlisted(err):  # a usage error found by a worker: exit 2
+            raise InputError(explained) from err
         if explained is not None:  # the failure says all an operator needs: one line, not the traceback around it
             raise JobError(explained) from err
         if local:
             raise
         raise JobError(job_failure(err, runner, options)) from err
+
+
+def _input_unlisted(error: BaseException) -> bool:
+    """Whether a worker could not list an input (:class:`MatchFailed`), from the chain or the text the failure
+    reached the launcher as (its class's name is its code)."""
+    return isinstance(explains(error), MatchFailed) or f"{MatchFailed.__name__}: " in str(error)
 
 
 _POLL_SECONDS = 0.05  # how long the end of the work may wait to be seen: a run pays half of it on average
@@ -603,6 +641,13 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
         logging.getLogger(name).setLevel(beam_level)
     logging.getLogger("zerda").setLevel(level)
     logging.getLogger("pipelines").setLevel(level)
+    logging.getLogger("apache_beam.runners.common").addFilter(_not_said_twice)  # once, however often run is
+
+
+def _not_said_twice(record: logging.LogRecord) -> bool:
+    """Beam logs a step's failure with its traceback before the job fails: not an input a worker could not list
+    (:class:`MatchFailed`), a usage error that the launcher's one line says."""
+    return not (record.exc_info and isinstance(record.exc_info[1], MatchFailed))
 
 
 cli = command(main)  # zerda-rechunk

@@ -26,7 +26,8 @@ fingerprint and zerda version, else the run is a full one and says why. Then::
           previous counts) ─► its id counts file, the duplicated ids
 
 An input file listed with the stamp the previous run recorded in its manifest's ``inputs`` (path, size,
-times and inode or ETag: ``pipelines.input.expand.file_stamp``) is not read at all (:meth:`Previous.unchanged`):
+times and inode or ETag: ``pipelines.input.expand.file_stamp``) is not read at all (judged on the workers, where
+the inputs are matched: ``pipelines.input.match.JudgeInputs``):
 ``_CarryFiles`` gives, from the previous index and rejects, its documents' totals (one element a file), its
 rejects and its previous report; its index rows are carried by its partition's comparison, and its ids are in
 the previous id counts: only the ids of the sources read, before and now, are sent to be counted.

@@ -7,7 +7,7 @@ import logging
 import posixpath
 import re
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
@@ -22,7 +22,6 @@ from fsspec.core import url_to_fs
 import zerda_core
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, PreviousUnreadable, without_beam_steps
 from pipelines.incremental.index import _PARTITION_NAME, index_partitions, index_path, partition_of
-from pipelines.input.expand import InputFile
 from pipelines.input.source import fault_kind
 from pipelines.output.layout import (
     IDS_DIR,
@@ -35,7 +34,7 @@ from pipelines.output.layout import (
 from pipelines.output.manifest import Manifest, footer_digest, read_by_slices
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.records import FileReport
-from pipelines.redact import bounded, environment_held
+from pipelines.redact import bounded
 
 log = logging.getLogger("zerda")
 
@@ -52,9 +51,10 @@ UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :
 UNREADABLE_INDEX = "a previous index file cannot be read"  # the same of the index: the rerun lists no removal
 
 
-def planned_partitions(previous: Previous, files: Sequence[InputFile]) -> int:
-    """This run's index partitions: as many as the previous run's documents or the bytes listed ask, the more."""
-    return index_partitions(previous.documents, sum(file.size or 0 for file in files))
+def planned_partitions(previous: Previous) -> int:
+    """This run's index partitions: as many as the previous run's documents or the bytes it read ask, the more
+    (known from its manifest's counts: the launch lists no input file)."""
+    return index_partitions(previous.documents, previous.input_bytes)
 
 
 @dataclass(frozen=True)
@@ -77,26 +77,12 @@ class Previous:
     id_partitions: int = 0  # how many partitions the previous id counts (``_ids/``) have (0: none, an older zerda)
     id_parts: frozenset[int] = frozenset()
     footers: Mapping[str, str] = field(default_factory=dict)  # index and id-count path -> its footer's digest
+    input_bytes: int = 0  # the text the previous run chunked (characters): this run's index is planned from it too
 
     @property
     def counts_ids(self) -> bool:
         """Whether the run counts duplicate ids from the previous id counts and what changed, not from every id."""
         return self.carry and self.id_partitions > 0
-
-    def unchanged(self, files: Sequence[InputFile]) -> list[FileReport]:
-        """The previous reports of the ``files`` that need not be read: rows carried, stamps the same as before.
-
-        Rows are carried by source, so a file whose source another file shares (redaction can make two paths
-        one: ``Signature=v1.jsonl``, ``Signature=v2.jsonl``) is always read: carrying would carry both.
-        """
-        with environment_held():  # the files' sources, worked out here (redacted), read the environment once
-            sources = Counter(file.source for file in files)
-        reports = [self.inputs.get(file.source) for file in files] if self.carry else []
-        return [
-            r
-            for r, file in zip(reports, files, strict=False)
-            if r is not None and file.stamp == r.stamp and sources[r.source] == 1
-        ]
 
 
 def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
@@ -178,7 +164,7 @@ def judge_previous(
             inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects, recorded))
         except (OSError, pa.ArrowException, FooterChanged) as err:  # damaged in place, or another file of its size
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
-    documents = manifest.counts.get("documents_chunked")
+    documents, text = manifest.counts.get("documents_chunked"), manifest.counts.get("text_chars")
     footers = {e["path"]: e["footer"] for e in manifest.files or () if e.get("footer") and read_by_slices(e["path"])}
     return Previous(
         carry,
@@ -193,6 +179,7 @@ def judge_previous(
         id_partitions,
         id_parts,
         footers,
+        text if _count(text) else 0,
     )
 
 

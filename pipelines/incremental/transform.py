@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -15,8 +15,6 @@ from pipelines.incremental.carry import (
     _batches,
     _CarryChunkFile,
     _CarryFiles,
-    _decoded_batch,
-    _encoded_batch,
 )
 from pipelines.incremental.classify import _Classify
 from pipelines.incremental.compare import _add_changes, _ComparePartition, _CountIds, _index_row
@@ -63,7 +61,7 @@ class ChunkIncrementally(beam.PTransform):
         self,
         chunk_documents: ChunkDocuments,
         previous: Previous,
-        unchanged: Sequence[FileReport] = (),
+        unchanged: beam.PCollection | None = None,
         *,
         output: str,
         run_id: str,
@@ -75,7 +73,7 @@ class ChunkIncrementally(beam.PTransform):
         self._partitions = partitions
         self._chunk_documents = chunk_documents
         self._previous = previous
-        self._unchanged = list(unchanged)
+        self._unchanged = unchanged  # FileReports of the files not read, judged on the workers
         self._output = output
         self._run_id = run_id
         self._settings = settings
@@ -93,23 +91,28 @@ class ChunkIncrementally(beam.PTransform):
         describe = functools.partial(_index_row, partitions=partitions)
         written = chunked.chunks | "WriteChunks" >> self._write_chunks(describe)
         rejects, reports, totals = chunked.rejects, None, split[_TOTALS]
-        if self._unchanged:  # files not read: their totals and rejects join those of the records read
-            batches = _batches(self._unchanged, max_rows)
+        unchanged = self._unchanged
+        if unchanged is not None:  # files not read: their totals and rejects join those of the records read
             files = (
-                records.pipeline
-                | "UnchangedFiles" >> Listed(batches, self._listing("unchanged"), _encoded_batch, _decoded_batch)
+                unchanged
+                | "UnchangedByPartition" >> beam.Map(lambda r: (partition_of(r.source, partitions), r))
+                | "UnchangedGroups" >> beam.GroupByKey()
+                | "UnchangedBatches" >> beam.FlatMap(lambda kv: _batches(sorted(kv[1], key=_by_source), max_rows))
                 | "SpreadUnchanged" >> beam.Reshuffle()
                 | "CarryFiles" >> beam.ParDo(_CarryFiles(previous)).with_outputs(_TOTALS, REJECTS, main="reports")
             )
             totals = (totals, files[_TOTALS]) | "AllTotals" >> beam.Flatten()
             rejects = (rejects, files[REJECTS]) | "AllCarriedRejects" >> beam.Flatten()
             reports = files.reports
-        unread = [(partition_of(report.source, partitions), report.source) for report in self._unchanged]
+        if unchanged is None:
+            unread = records.pipeline | "UnreadSources" >> beam.Create([])
+        else:
+            unread = unchanged | "UnreadSources" >> beam.Map(lambda r: (partition_of(r.source, partitions), r.source))
         every_partition = records.pipeline | "IndexPartitions" >> beam.Create([(n, None) for n in range(partitions)])
         compared = (
             {
                 "partition": every_partition,
-                "unread": records.pipeline | "UnreadSources" >> Listed(unread, self._listing("unread"), list, tuple),
+                "unread": unread,
                 "hash": split[_HASH],
                 "rows": written[DOCUMENTS],
             }
@@ -182,9 +185,18 @@ class ChunkIncrementally(beam.PTransform):
 
     def annotate(self, manifest: beam.PCollection, facts: beam.PCollection) -> beam.PCollection:
         """The manifest PCollection with the run's change counts added (``changes``)."""
-        files = len(self._unchanged)
         previous = replace(self._previous, inputs={}, chunk_files=())  # its mode and reason: no file list
-        return manifest | "AddChanges" >> beam.Map(_add_changes, beam.pvalue.AsSingleton(facts), previous, files)
+        if self._unchanged is None:
+            files = manifest.pipeline | "NoFileUnchanged" >> beam.Create([0])
+        else:
+            files = self._unchanged | "CountUnchanged" >> beam.combiners.Count.Globally()
+        return manifest | "AddChanges" >> beam.Map(
+            _add_changes, beam.pvalue.AsSingleton(facts), previous, beam.pvalue.AsSingleton(files)
+        )
+
+
+def _by_source(report: FileReport) -> str:
+    return report.source
 
 
 def _sum_counters(counters: Iterable[Counter]) -> Counter:

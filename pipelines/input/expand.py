@@ -86,7 +86,7 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
     ``.DS_Store`` or a previous output's ``_manifest.json`` is never read as a document; a
     file named explicitly is always taken. A file reached by several paths (``d/a.jsonl``,
     ``d/../d/a.jsonl``, ``d//a.jsonl``, a symlink, two overlapping globs) is read once, under a
-    path the order of the patterns cannot change (:func:`_preferred`): local files are compared
+    path the order of the patterns cannot change (:func:`preferred`): local files are compared
     by their real path, others by URL (on an object store ``d//a`` and ``d/../a`` name other
     keys). What is not a regular file
     (FIFO, socket, device, directory behind a symlink) is kept, and the reader rejects it as
@@ -97,43 +97,56 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
         remember_credentials(url)  # libraries may echo them in shapes no URL rule catches
     if output is not None:
         for pattern in patterns:
-            _refuse_output_inside(pattern, output)
+            refuse_output_inside(pattern, output)
     found: dict[str, InputFile] = {}
     real_folders: dict[str, str] = {}  # a folder's real path, resolved once for all its files
     listed, skipped = 0, []
     for pattern in patterns:
-        try:
-            with environment_held():  # each file's path is redacted: the environment is read once, not per file
-                files, hidden = _expand(pattern)
-        except InputError:
-            raise
-        except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
-            raise InputError(
-                f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
-            ) from err
+        files, hidden = match_pattern(pattern)
         if not files:
             raise InputError(f"input {bounded(redact_url(pattern))!r} matches no file")
         listed += len(files)
         skipped += hidden
         for file in files:
-            key = _identity(file.url, real_folders)
-            if key not in found or _preferred(file) < _preferred(found[key]):
+            key = file_identity(file.url, real_folders)
+            if key not in found or preferred(file) < preferred(found[key]):
                 found[key] = file
-    if listed > len(found):
-        log.info("%d path(s) reach a file listed already: each file is read once", listed - len(found))
-    if skipped:
-        shown = ", ".join(bounded(redact_url(name), 80) for name in sorted(skipped)[:3])
-        log.info("skipped %d file(s) named with a leading '.' or '_' below an input root: %s", len(skipped), shown)
+    say_listed_again(listed - len(found))
+    say_skipped(skipped)
     return sorted(found.values(), key=lambda f: f.url)
 
 
-def _preferred(file: InputFile) -> tuple[int, str, str]:
+def match_pattern(pattern: str) -> tuple[list[InputFile], list[str]]:
+    """One pattern's files and the names it skipped (:func:`_expand`); what cannot be listed is an InputError."""
+    try:
+        with environment_held():  # each file's path is redacted: the environment is read once, not per file
+            return _expand(pattern)
+    except InputError:
+        raise
+    except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
+        raise InputError(
+            f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
+        ) from err
+
+
+def say_listed_again(again: int) -> None:
+    if again > 0:
+        log.info("%d path(s) reach a file listed already: each file is read once", again)
+
+
+def say_skipped(skipped: Sequence[str]) -> None:
+    if skipped:
+        shown = ", ".join(bounded(redact_url(name), 80) for name in sorted(skipped)[:3])
+        log.info("skipped %d file(s) named with a leading '.' or '_' below an input root: %s", len(skipped), shown)
+
+
+def preferred(file: InputFile) -> tuple[int, str, str]:
     """Which of a file's paths is kept, whatever the order of the inputs: the one from the broadest root
     (the relative path of most parts, so its ids say the most), then the first URL in sort order."""
     return -file.relative_path.count("/"), file.url, file.relative_path
 
 
-def _identity(url: str, real_folders: dict[str, str]) -> str:
+def file_identity(url: str, real_folders: dict[str, str]) -> str:
     """What makes two paths the same file: the real path of a local file, else the URL. A file that is no
     symlink has its folder's real path and its own name: the folder is resolved once (``real_folders``), not
     every part of the path again for each of its files."""
@@ -147,7 +160,7 @@ def _identity(url: str, real_folders: dict[str, str]) -> str:
     return os.path.join(real_folders[folder], name)
 
 
-def _refuse_output_inside(pattern: str, output: str) -> None:
+def refuse_output_inside(pattern: str, output: str) -> None:
     """Raise InputError if ``pattern`` would read what a job writes into ``output`` (its chunk files).
 
     A rerun would read its previous chunks back as corpus and double them. The check asks whether
@@ -196,7 +209,7 @@ def _expand(pattern: str) -> tuple[list[InputFile], list[str]]:
     """A pattern's files, and the relative paths it skipped (a ``.`` or ``_`` name below its root); a path
     that exists is taken as named, even with glob characters (``glob[1]*?.txt``)."""
     fs, path = url_to_fs(pattern)
-    exists = _local_exists(pattern, path) if isinstance(fs, LocalFileSystem) else fs.exists(path)
+    exists = local_exists(pattern, path) if isinstance(fs, LocalFileSystem) else fs.exists(path)
     if glob.has_magic(path) and not exists:
         root = glob_root(path)
         matches = _strict(fs, pattern, root, path).glob(path, detail=True)
@@ -236,6 +249,12 @@ def _strict(fs: fsspec.AbstractFileSystem, pattern: str, root: str, glob_path: s
     generic = (fsspec.AbstractFileSystem.find, AsyncFileSystem._find)
     if getattr(type(fs), "_find" if isinstance(fs, AsyncFileSystem) else "find", None) not in generic:
         return fs
+    return _StrictWalk(fs, listing_failed(pattern, root, glob_path))
+
+
+def listing_failed(pattern: str, root: str, glob_path: str = "") -> Callable[[OSError], None]:
+    """What a walk below ``root`` does with a folder it cannot list (see :func:`_strict`): raise InputError,
+    unless the folder is gone, hidden (a ``.`` or ``_`` name) or out of reach of ``glob_path``."""
 
     def on_error(err: OSError) -> None:
         if isinstance(err, FileNotFoundError):
@@ -243,11 +262,11 @@ def _strict(fs: fsspec.AbstractFileSystem, pattern: str, root: str, glob_path: s
         folder = str(err.filename) if getattr(err, "filename", None) else root
         below = folder[len(root) :] if folder.startswith(root) else ""
         parts = [part for part in below.split("/") if part]
-        if any(part.startswith((".", "_")) for part in parts) or not _may_hold_matches(glob_path, root, parts):
+        if any(part.startswith((".", "_")) for part in parts) or not may_hold_matches(glob_path, root, parts):
             return
         raise _unlisted(pattern, folder, err) from err
 
-    return _StrictWalk(fs, on_error)
+    return on_error
 
 
 def _unlisted(pattern: str, folder: str, err: OSError) -> InputError:
@@ -258,7 +277,7 @@ def _unlisted(pattern: str, folder: str, err: OSError) -> InputError:
     )
 
 
-def _local_exists(pattern: str, path: str) -> bool:
+def local_exists(pattern: str, path: str) -> bool:
     """Whether a local path exists, a broken symlink too. ``os.path.exists`` says False for a path in a folder
     that cannot be searched, and the input would "match no file": that folder is named instead."""
     try:
@@ -270,7 +289,7 @@ def _local_exists(pattern: str, path: str) -> bool:
     return True
 
 
-def _may_hold_matches(glob_path: str, root: str, parts: list[str]) -> bool:
+def may_hold_matches(glob_path: str, root: str, parts: list[str]) -> bool:
     """Whether a folder (its ``parts`` below ``root``) may hold files that ``glob_path`` matches: each part
     matches the pattern's part at its depth, up to a ``**``. Every folder may, when there is no pattern."""
     wanted = [part for part in glob_path[len(root) :].split("/") if part] if glob_path else []

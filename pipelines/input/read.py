@@ -1,6 +1,7 @@
 """ReadCorpus: the Beam transform that reads the expanded corpus files on the workers.
 
-The files are expanded on the driver (:mod:`pipelines.input.expand`). On the workers each file is
+The files are matched on the workers (:mod:`pipelines.input.match`), or given as a list (a library caller's,
+the tests'). On the workers each file is
 planned into parts (:mod:`pipelines.input.split`: one for a small file, byte ranges or row groups for
 a large splittable one), the parts are spread, and each is read (:func:`pipelines.input.source.read_part`)
 into records, rejects and a report; the reports of a file's parts are added up into its one report.
@@ -29,7 +30,8 @@ _SPREAD_BATCH_CHARS = 4 << 20  # text a batch of spread records holds: few eleme
 
 
 class ReadCorpus(beam.PTransform):
-    """Expanded corpus files -> SourceRecords (``records``, the main output), Rejects
+    """Corpus files (a PCollection of InputFiles it is applied to, or ``files`` from the pipeline's start) ->
+    SourceRecords (``records``, the main output), Rejects
     (``rejects``) and one FileReport per file (``files``). With ``listing`` (a folder the workers can read)
     the files reach the workers through files written there (:class:`~pipelines.input.listing.Listed`), not
     inside the job graph.
@@ -38,32 +40,43 @@ class ReadCorpus(beam.PTransform):
     ``Create`` and reads every file on one worker. The parts of the files are spread by a second
     Reshuffle; the records of a large compressed file, read by one worker, by a third, in batches.
     That third branch joins the others in a Flatten, which the DirectRunner materialises (every
-    record copied between stages instead of fused with chunking): it is built only when the listing
-    holds such a file.
+    record copied between stages instead of fused with chunking): it is built only when the files may
+    hold such a file (``spread``; by default, when ``files`` do).
     """
 
     def __init__(
-        self, files: Sequence[InputFile], settings: InputSettings, label: str | None = None, listing: str | None = None
+        self,
+        files: Sequence[InputFile],
+        settings: InputSettings,
+        label: str | None = None,
+        listing: str | None = None,
+        spread: bool | None = None,
     ) -> None:
         super().__init__(label)
         self._files = list(files)
         self._settings = settings
         self._listing = listing
+        self._spread = spread
 
-    def expand(self, pbegin: PBegin) -> CorpusRead:
-        if self._listing is None:
-            listed = pbegin | "ListFiles" >> beam.Create(self._files, reshuffle=False)  # spread once, by the next step
+    def expand(self, pvalue: PBegin | beam.PCollection) -> CorpusRead:
+        if isinstance(pvalue, beam.PCollection):  # files matched in the job (pipelines.input.match)
+            listed = pvalue
+        elif self._listing is None:
+            listed = pvalue | "ListFiles" >> beam.Create(self._files, reshuffle=False)  # spread once, by the next step
         else:
-            listed = pbegin | "ListFiles" >> Listed(self._files, self._listing, _encoded, _decoded)
+            listed = pvalue | "ListFiles" >> Listed(self._files, self._listing, _encoded, _decoded)
+        spread = self._spread
+        if spread is None:
+            spread = any(spread_whole(file, self._settings) for file in self._files)
         read = (
             listed
             | "SpreadFiles" >> beam.Reshuffle()
-            | "PlanParts" >> beam.FlatMap(plan_parts, self._settings)
+            | "PlanParts" >> beam.FlatMap(plan_parts, self._settings, spread)
             | "SpreadParts" >> beam.Reshuffle()
             | "ReadParts" >> beam.ParDo(_ReadPartFn(self._settings)).with_outputs(REJECTS, FILES, SPREAD, main=RECORDS)
         )
         records = read[RECORDS]
-        if any(spread_whole(file, self._settings) for file in self._files):  # else no Flatten: see the class doc
+        if spread:  # else no Flatten (see the class doc), and a large compressed file's records are not spread
             spread = read[SPREAD] | "SpreadRecords" >> beam.Reshuffle() | "Unbatch" >> beam.FlatMap(lambda b: b)
             records = (records, spread) | "AllRecords" >> beam.Flatten()
         reports = read[FILES] | "PartReports" >> beam.GroupByKey() | "FileReports" >> beam.Map(_file_report)

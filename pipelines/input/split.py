@@ -44,15 +44,16 @@ class FilePart:
     spread: bool = False
 
 
-def plan_parts(file: InputFile, settings: InputSettings) -> list[FilePart]:
+def plan_parts(file: InputFile, settings: InputSettings, spread: bool = True) -> list[FilePart]:
     """The parts of ``file``: one unless it is larger than ``split_bytes`` and splittable.
 
     A small file costs nothing here (its listed size decides); a large one is scanned (JSONL) or has its
-    footer read (Parquet). Storage failures raise, so the runner retries.
+    footer read (Parquet). Storage failures raise, so the runner retries. Without ``spread`` (the job has no
+    branch that spreads records), a large compressed file's records stay where it is read.
     """
     kind = _kind(file, settings)
     if kind in ("whole", "spread"):
-        return [FilePart(file, spread=kind == "spread")]
+        return [FilePart(file, spread=kind == "spread" and spread)]
     ranges = _line_ranges(file.url, settings.split_bytes) if kind == "lines" else _row_group_ranges(file.url, settings)
     if len(ranges) < 2:
         return [FilePart(file)]
