@@ -1268,3 +1268,22 @@ def test_an_index_is_planned_from_its_documents_or_its_bytes_whichever_asks_more
     assert index_partitions(3_000, 100 * 2**20) == 4  # 100 MB of 30 kB documents: 4 tasks, not 1
     assert index_partitions(10**6, 2**20) == 32
     assert index_partitions(10**12) == index_partitions(10, 10**15) == MAX_INDEX_PARTITIONS
+
+
+def test_a_previous_inputs_table_damaged_in_place_gives_a_full_run_that_says_why(
+    edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The previous inputs table (a row a file read) is read by the workers, part by part, where the files they
+    match are judged, not at launch: a part with a page flipped, its size the same, fails that step, and the
+    launcher runs again in full, saying why, with a full run's counts and rows; the next run is incremental."""
+    corpus, previous, fresh = edited_after_a_run
+    output = tmp_path / "out"
+    shutil.copytree(previous, output)
+    (part,) = (output / "_manifest" / "inputs").glob("*.pq")
+    part.write_bytes(_flipped(part.read_bytes(), "source"))
+    result = run(_argv(corpus, output, "--incremental"))
+    victim = part.relative_to(output).as_posix()
+    assert result["changes"]["reason"].startswith(f"full run: a previous inputs table cannot be read: {victim} (")
+    assert result["counts"] == read_manifest(fresh)["counts"]
+    assert _rows(output) == _rows(fresh)
+    assert run(_argv(corpus, output, "--incremental"))["changes"]["incremental"] is True

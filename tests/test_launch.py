@@ -153,3 +153,29 @@ def test_a_local_listing_resolves_each_folder_once_and_reads_the_credentials_onc
     assert len(files) == 299 and "d0/f000.jsonl" in paths and "d1/f001.jsonl" not in paths  # the first URL is kept
     assert max(resolved.values()) == 1 and len(resolved) <= 3 + 1, resolved  # the folders, and the symlink
     assert len(read) == 1
+
+
+def test_an_incremental_launch_reads_no_previous_inputs_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The previous run's reports of its input files (its manifest's inputs table, a row a file) are read by the
+    workers, part by part, where the files they match are judged: the launch opens none of it."""
+    corpus, output = tmp_path / "corpus", tmp_path / "out"
+    for n in range(30):
+        (corpus / f"f{n:02d}.jsonl").parent.mkdir(exist_ok=True)
+        (corpus / f"f{n:02d}.jsonl").write_text('{"text": "Some words of a document."}\n')
+    run(["--input", str(corpus), "--output", str(output), "--quiet"])
+    assert list((output / "_manifest" / "inputs").glob("*.pq"))
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def spied(path: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(builtins, "open", spied)
+        patch.setattr(beam.Pipeline, "run", lambda *_: (_ for _ in ()).throw(_Launched()))
+        patch.setattr(pipelines.cli.rechunk, "_configure_logging", lambda *_: None)
+        with pytest.raises(_Launched):
+            run(["--input", str(corpus), "--output", str(output), "--incremental"])
+    assert any(path.endswith("_manifest.json") for path in opened), opened  # the spy sees the launch's reads
+    assert not [path for path in opened if "/_manifest/inputs/" in path], opened

@@ -62,9 +62,10 @@ from pipelines.errors import (
     explains,
 )
 from pipelines.incremental.previous import Previous, planned_partitions, read_previous, unreadable_carry, without_carry
+from pipelines.incremental.reports import PreviousReports
 from pipelines.incremental.transform import ChunkIncrementally
 from pipelines.input.expand import sample_corpus_glob
-from pipelines.input.listing import Listed, listing_folder
+from pipelines.input.listing import listing_folder
 from pipelines.input.match import JudgeInputs, MatchFailed, MatchInputs, check_inputs, may_spread
 from pipelines.input.read import ReadCorpus
 from pipelines.output.build_manifest import BuildManifest
@@ -100,7 +101,6 @@ from pipelines.output.write import (
     stop_commit,
 )
 from pipelines.progress import DEFAULT_INTERVAL_SECONDS, LOG_FORMAT
-from pipelines.records import FileReport
 from pipelines.redact import RedactCredentials, redact_url, remember_arguments
 from pipelines.settings import Settings, load_settings
 from pipelines.terminal_table import VisibleFormatter, visible, write_stdout
@@ -210,9 +210,8 @@ def build_pipeline(
     matched = pipeline | "MatchInputs" >> MatchInputs(inputs)
     reports = None  # with --incremental: the previous reports, against which the files are judged
     if previous.carry:
-        folder = listing_folder(staging, run_id, "previous_inputs")  # outside the graph
-        reports = pipeline | "PreviousInputs" >> Listed(list(previous.inputs.values()), folder, _encoded, _decoded)
-        reports |= "ReportBySource" >> beam.Map(lambda report: (report.source, report))
+        folder = listing_folder(staging, run_id, "previous_inputs")  # a format 1 manifest's, outside the graph
+        reports = pipeline | "PreviousInputs" >> PreviousReports(previous, folder)
     judged = matched | "JudgeInputs" >> JudgeInputs(reports)  # unchanged files are not read: rows carried
     read = judged.to_read | "ReadCorpus" >> ReadCorpus((), settings.input, spread=may_spread(inputs))
     chunk_documents = ChunkDocuments.for_run(settings, progress_seconds)
@@ -303,14 +302,6 @@ def _say_previous(previous: Previous, incremental: bool) -> None:
 def _said_inputs(inputs: Sequence[str]) -> str:
     """The inputs in a log line: the files they match are counted on the workers, in the manifest."""
     return "the files of " + (f"{len(inputs)} inputs" if len(inputs) > 1 else "1 input")
-
-
-def _encoded(report: FileReport) -> list[Any]:
-    return [report.source, report.bytes_read, report.records, report.error, report.stamp]
-
-
-def _decoded(fields: list[Any]) -> FileReport:
-    return FileReport(*fields)
 
 
 def _run_or_rerun_in_full(

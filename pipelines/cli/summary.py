@@ -47,6 +47,13 @@ def render_summary(manifest: Manifest, where: list[str] | None = None) -> str:
         _overlap_line(text_chars, sum(counts["chars_by_bucket"].values()), counts.get("overlap_chars", 0)),
         "",
     ]
+    changes = manifest.changes
+    if changes and changes.get("incremental"):  # counted on the workers, which matched and judged the files
+        unchanged = changes.get("files_unchanged", 0)
+        lines += [
+            f"files:   {counts['files_read']:,}, {unchanged:,} of them unchanged since the previous output: not read",
+            "",
+        ]
     lines += where or [
         f"output:  {output}",
         f"report:  zerda-report {output}",

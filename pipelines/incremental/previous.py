@@ -31,8 +31,8 @@ from pipelines.output.layout import (
     REJECTS_DIR,
     SUCCESS_FILE,
 )
-from pipelines.output.manifest import Manifest, footer_digest, read_by_slices
-from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
+from pipelines.output.manifest import Manifest, footer_digest, read_by_slices, read_manifest_table
+from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA, INPUTS_SCHEMA
 from pipelines.records import FileReport
 from pipelines.redact import bounded
 
@@ -49,6 +49,9 @@ UNREADABLE = "a previous chunk file cannot be read"  # what fails a carry (see :
 
 
 UNREADABLE_INDEX = "a previous index file cannot be read"  # the same of the index: the rerun lists no removal
+
+
+UNREADABLE_INPUTS = "a previous inputs table cannot be read"  # the manifest's: the rerun reads every file
 
 
 def planned_partitions(previous: Previous) -> int:
@@ -78,6 +81,9 @@ class Previous:
     id_parts: frozenset[int] = frozenset()
     footers: Mapping[str, str] = field(default_factory=dict)  # index and id-count path -> its footer's digest
     input_bytes: int = 0  # the text the previous run chunked (characters): this run's index is planned from it too
+    input_parts: tuple[tuple[str, int, int], ...] = ()  # (path, bytes, rows) of the inputs table's parts: read on
+    # the workers (PreviousReports), never here; ``inputs`` holds a format 1 manifest's entries, read with its JSON
+    retry: frozenset[str] = frozenset()  # the sources whose previous read ended in a chunker_error: read again
 
     @property
     def counts_ids(self) -> bool:
@@ -99,7 +105,7 @@ def read_previous(output: str, fingerprint: str, incremental: bool) -> Previous:
         )
     try:  # a newer zerda's manifest is refused (NewerManifestError): OUTPUT is not overwritten on a guess
         manifest = Manifest.loads(data, f"{root}/{MANIFEST_FILE}", fs, root)
-        listed, _ = manifest.files, manifest.inputs  # format 2: its tables, read and checked here
+        listed = manifest.files  # format 2: its table, read and checked here (the inputs table: on the workers)
     except ManifestError as err:  # edited by hand, or not zerda's
         return Previous(reason=f"full run: the previous {MANIFEST_FILE} is unreadable ({err.why}){_AGAINST_NOTHING}")
     except OSError as err:  # a table of the manifest the storage would not give: nothing decided on a guess
@@ -157,13 +163,16 @@ def judge_previous(
             ),
         )
     inputs: dict[str, FileReport] = {}
+    retry: set[str] = set()
     if carry:
         try:
             fs, _ = url_to_fs(root)
             recorded = {f"{root}/{e['path']}": e["footer"] for e in manifest.files or () if e.get("footer")}
-            inputs = _stamped_inputs(manifest.inputs, _chunker_failed(fs, rejects, recorded))
+            retry = _chunker_failed(fs, rejects, recorded)
+            inputs = _stamped_inputs(manifest.inputs, retry) if not manifest.input_parts else {}
         except (OSError, pa.ArrowException, FooterChanged) as err:  # damaged in place, or another file of its size
             carry, reason = False, f"full run: a previous reject file does not decode ({_why(err)})"
+    input_parts = tuple((e["path"], e["bytes"], e["rows"]) for e in manifest.input_parts) if carry else ()
     documents, text = manifest.counts.get("documents_chunked"), manifest.counts.get("text_chars")
     footers = {e["path"]: e["footer"] for e in manifest.files or () if e.get("footer") and read_by_slices(e["path"])}
     return Previous(
@@ -180,6 +189,8 @@ def judge_previous(
         id_parts,
         footers,
         text if _count(text) else 0,
+        input_parts,
+        frozenset(retry) if carry else frozenset(),
     )
 
 
@@ -220,7 +231,7 @@ def unreadable_carry(error: BaseException) -> str | None:
     size the same, or an I/O error that outlasted :func:`_read_table`'s retries. The launcher then runs in
     full, which reads no previous chunk file, and no previous index when that was the file
     (:func:`without_carry`): a scheduled run does not fail every night on one damaged file."""
-    found = re.search(f"({UNREADABLE}|{UNREADABLE_INDEX}): [^\n]*", str(error))
+    found = re.search(f"({UNREADABLE}|{UNREADABLE_INDEX}|{UNREADABLE_INPUTS}): [^\n]*", str(error))
     return without_beam_steps(found.group(0)) if found else None
 
 
@@ -228,9 +239,14 @@ def without_carry(previous: Previous, why: str) -> Previous:
     """``previous`` for a full run, for ``why``: its index still lists the changes, unless it is what failed."""
     if why.startswith(UNREADABLE_INDEX):
         return replace(
-            previous, carry=False, reason=f"full run: {why}{_AGAINST_NOTHING}", inputs={}, index_partitions=0
+            previous,
+            carry=False,
+            reason=f"full run: {why}{_AGAINST_NOTHING}",
+            inputs={},
+            input_parts=(),
+            index_partitions=0,
         )
-    return replace(previous, carry=False, reason=f"full run: {why}", inputs={})
+    return replace(previous, carry=False, reason=f"full run: {why}", inputs={}, input_parts=())
 
 
 def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str], footers: Mapping[str, str]) -> set[str]:
@@ -247,6 +263,19 @@ def _chunker_failed(fs: AbstractFileSystem, reject_files: Iterable[str], footers
         table = pq.read_table(pa.BufferReader(data), columns=["source", "reason"])
         sources.update(table.filter(pc.equal(table.column("reason"), "chunker_error")).column("source").to_pylist())
     return sources
+
+
+def previous_reports(previous: Previous, part: tuple[str, int, int]) -> list[FileReport]:
+    """The reports of one part of the previous inputs table (``(path, bytes, rows)``, read on a worker) of the
+    files its run read whole and stamped, but for ``previous.retry``. A part that is not the one committed fails
+    the attempt for the launcher to run again in full (:func:`unreadable_carry`)."""
+    path, size, rows = part
+    fs, root = url_to_fs(previous.root)
+    try:
+        table = read_manifest_table(fs, root, {"path": path, "bytes": size, "rows": rows}, INPUTS_SCHEMA)
+    except ManifestError as err:
+        raise PreviousUnreadable(f"{UNREADABLE_INPUTS}: {path} ({err.why})") from err
+    return list(_stamped_inputs(table.to_pylist(), previous.retry).values())
 
 
 def _stamped_inputs(entries: Iterable[Mapping[str, Any]], retry: Container[str] = frozenset()) -> dict[str, FileReport]:

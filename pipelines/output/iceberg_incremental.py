@@ -77,7 +77,7 @@ def read_previous_table(target: TableTarget, fingerprint: str, incremental: bool
     where = f"{target.name}'s snapshot {snapshot.snapshot_id}"
     try:
         manifest = Manifest.loads(_read_bytes(fs, f"{root}/{MANIFEST_FILE}"), f"{root}/{MANIFEST_FILE}", fs, root)
-        committed, _ = manifest.files, manifest.inputs  # format 2: its tables, read and checked here
+        committed = manifest.files  # format 2: its table, read and checked here (the inputs table: on the workers)
     except (FileNotFoundError, IsADirectoryError):
         reason = f"full run: the side folder of {where} has no {MANIFEST_FILE}{_AGAINST_NOTHING}"
         return Previous(reason=reason), snapshot.snapshot_id

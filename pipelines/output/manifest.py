@@ -165,8 +165,7 @@ class Manifest(Mapping[str, Any]):
         if self.format < _LISTS:
             inputs = self._data.get("inputs")
             return [entry for entry in inputs if isinstance(entry, Mapping)] if isinstance(inputs, list) else []
-        parts = [entry for entry in self.files or () if entry["path"].startswith(f"{INPUTS_DIR}/")]
-        rows = [row for entry in parts for row in self._table(entry, INPUTS_SCHEMA).to_pylist()]
+        rows = [row for entry in self.input_parts for row in self._table(entry, INPUTS_SCHEMA).to_pylist()]
         return sorted(rows, key=lambda row: row["source"])
 
     @functools.cached_property
@@ -184,27 +183,18 @@ class Manifest(Mapping[str, Any]):
         return listed
 
     def _table(self, entry: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
-        """One of the manifest's tables, checked against its entry (size and rows) and its page checksums."""
-        path = entry["path"]
+        """One of the manifest's tables (:func:`read_manifest_table`)."""
         if self._fs is None:
-            raise ManifestError(self._where, f"its table {path} is read only with its output")
-        full = posixpath.join(self._root, path)
-        self._fs.invalidate_cache(posixpath.dirname(full))  # a listing cached before a commit rewrote the tables
-        try:  # any other OSError is the storage's, for the caller to word
-            data = self._fs.cat_file(full)
-        except FileNotFoundError as err:
-            raise ManifestError(self._where, f"its table {path} is gone") from err
-        if len(data) != entry["bytes"]:
-            raise ManifestError(self._where, f"its table {path} is of another size than committed")
-        try:  # read from memory: an OSError here is pyarrow's decoding error. On the calling thread: Arrow's pool
-            # threads of a small read left running into interpreter exit abort the process (apache/arrow#50482)
-            table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True, use_threads=False)
-            table = _with_optional_columns(table, schema).select(schema.names).cast(schema)
-        except (OSError, pa.ArrowException, KeyError) as err:  # a column gone, a page that fails its checksum
-            raise ManifestError(self._where, f"its table {path} is unreadable ({bounded(str(err))})") from err
-        if table.num_rows != entry["rows"]:
-            raise ManifestError(self._where, f"its table {path} holds {table.num_rows} rows, not {entry['rows']}")
-        return table
+            raise ManifestError(self._where, f"its table {entry['path']} is read only with its output")
+        return read_manifest_table(self._fs, self._root, entry, schema, self._where)
+
+    @property
+    def input_parts(self) -> list[Mapping[str, Any]]:
+        """The files-table entries of the inputs table's parts (format 2; none in format 1), for a reader that
+        reads them one by one (:func:`read_manifest_table`), on workers, rather than all at once (:attr:`inputs`)."""
+        if self.format < _LISTS:
+            return []
+        return [entry for entry in self.files or () if entry["path"].startswith(f"{INPUTS_DIR}/")]
 
     @property
     def changes(self) -> Mapping[str, Any] | None:
@@ -322,3 +312,28 @@ def _is_entry(entry: object) -> bool:
     path, size = entry["path"], entry.get("bytes")
     inside = path == posixpath.normpath(path) and not path.startswith(("/", "..")) and "://" not in path
     return inside and (size is None or (isinstance(size, int) and not isinstance(size, bool)))
+
+
+def read_manifest_table(
+    fs: AbstractFileSystem, root: str, entry: Mapping[str, Any], schema: pa.Schema, where: str = MANIFEST_FILE
+) -> pa.Table:
+    """One of the tables of the manifest at ``where`` (its output at ``root``), checked against its files-table
+    ``entry`` (size and rows) and its page checksums: a :class:`ManifestError` when it is not the one committed."""
+    path = entry["path"]
+    full = posixpath.join(root, path)
+    fs.invalidate_cache(posixpath.dirname(full))  # a listing cached before a commit rewrote the tables
+    try:  # any other OSError is the storage's, for the caller to word
+        data = fs.cat_file(full)
+    except FileNotFoundError as err:
+        raise ManifestError(where, f"its table {path} is gone") from err
+    if len(data) != entry["bytes"]:
+        raise ManifestError(where, f"its table {path} is of another size than committed")
+    try:  # read from memory: an OSError here is pyarrow's decoding error. On the calling thread: Arrow's pool
+        # threads of a small read left running into interpreter exit abort the process (apache/arrow#50482)
+        table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True, use_threads=False)
+        table = _with_optional_columns(table, schema).select(schema.names).cast(schema)
+    except (OSError, pa.ArrowException, KeyError) as err:  # a column gone, a page that fails its checksum
+        raise ManifestError(where, f"its table {path} is unreadable ({bounded(str(err))})") from err
+    if table.num_rows != entry["rows"]:
+        raise ManifestError(where, f"its table {path} holds {table.num_rows} rows, not {entry['rows']}")
+    return table
