@@ -7,6 +7,7 @@ fsspec lists the stored files on any protocol (local, ``s3://``, ``gs://``, ``az
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import glob
@@ -15,7 +16,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -118,12 +119,19 @@ def expand_inputs(patterns: Sequence[str], output: str | None = None) -> list[In
 
 def match_pattern(pattern: str) -> tuple[list[InputFile], list[str]]:
     """One pattern's files and the names it skipped (:func:`_expand`); what cannot be listed is an InputError."""
+    with listing_errors(pattern), environment_held():  # each file's path is redacted: the environment read once
+        return _expand(pattern)
+
+
+@contextlib.contextmanager
+def listing_errors(pattern: str) -> Iterator[None]:
+    """Within, what the listing of ``pattern`` raises is an InputError naming it (an invalid bucket name: a usage
+    error, before anything is written)."""
     try:
-        with environment_held():  # each file's path is redacted: the environment is read once, not per file
-            return _expand(pattern)
+        yield
     except InputError:
         raise
-    except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
+    except Exception as err:
         raise InputError(
             f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
         ) from err

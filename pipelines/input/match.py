@@ -29,6 +29,7 @@ from pipelines.input.expand import (
     _StrictWalk,
     file_identity,
     glob_root,
+    listing_errors,
     listing_failed,
     local_exists,
     match_pattern,
@@ -59,14 +60,8 @@ def check_inputs(patterns: Sequence[str], output: str | None = None) -> None:
     for pattern in patterns:
         if output is not None:
             refuse_output_inside(pattern, output)
-        try:
+        with listing_errors(pattern):
             found = _has_a_file(pattern)
-        except InputError:
-            raise
-        except Exception as err:  # e.g. an invalid bucket name: a usage error, before anything is written
-            raise InputError(
-                f"input {bounded(redact_url(pattern))!r} cannot be listed: {type(err).__name__}: {bounded(str(err))}"
-            ) from err
         if not found:
             raise InputError(f"input {bounded(redact_url(pattern))!r} matches no file")
 
