@@ -157,6 +157,18 @@ def test_retrieval_targets_pair_zerda_with_the_best_peer_per_cell() -> None:
     assert {c.verdict for c in cells} == {"within"}
 
 
+def test_the_retrieval_preset_is_the_setting_the_benchmark_measures() -> None:
+    """configs/retrieval.yaml cites the benchmark's figures for one of its settings: that setting, key for key."""
+    from benchmarks import bench_retrieval as bench
+    from pipelines.settings import ChunkingSettings, load_settings
+
+    preset = load_settings(REPO / "configs" / "retrieval.yaml")
+    measured = bench.ZERDA_CONFIGS["zerda (document density, sizes 600-1600, heading path in the ranked text)"]
+    chunking = {key: value for key, value in measured.items() if key != "embed_text"}
+    assert preset.chunking == ChunkingSettings(**chunking)
+    assert preset.output.embed_text == measured["embed_text"]
+
+
 def test_retrieval_sizing_lines_set_each_setting_beside_the_fixed_target() -> None:
     from benchmarks import bench_retrieval as bench
     from pipelines.evaluation.evaluate import Result

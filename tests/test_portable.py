@@ -36,23 +36,22 @@ from tests.output_checks import read_manifest
 
 START_TIMEOUT = 60.0
 
-# With ``--processes`` each SDK harness is a child process of the pool (tests/flink_cluster.py, for a benchmark).
-# Then a stop request is not acted on: the pool knows a harness by its worker id alone, and each of Flink's
-# TaskManagers numbers its own from "1-1", so one TaskManager's stop killed the other's harness of the same id
-# (its task then waited for it forever). A harness process ends when its runner closes its control channel.
+# The pool ignores stop requests: it knows a harness by its worker id alone, and each of Flink's TaskManagers
+# numbers its own from "1-1", so one TaskManager's stop ended the other's harness of the same id (a thread's
+# control stream closed under a running task: "SDK harness closed connection"; a process's task then waited
+# forever). A harness ends when its runner closes its control channel. With ``--processes`` each harness is a
+# child process of the pool instead of a thread in it (tests/flink_cluster.py, for a benchmark).
 _WORKER_POOL = """
 import logging, sys
 logging.basicConfig(level=logging.INFO)
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
 
-class HarnessProcesses(BeamFnExternalWorkerPoolServicer):
+class StopsIgnored(BeamFnExternalWorkerPoolServicer):
     def StopWorker(self, request, context):
         return beam_fn_api_pb2.StopWorkerResponse()
 
-processes = "--processes" in sys.argv
-pool = HarnessProcesses if processes else BeamFnExternalWorkerPoolServicer
-address, server = pool.start(use_process=processes, port=0)
+address, server = StopsIgnored.start(use_process="--processes" in sys.argv, port=0)
 print(address, flush=True)
 server.wait_for_termination()
 """
