@@ -28,7 +28,7 @@ _LATIN_END = rf"[{_MARKS}]*{_POSSESSIVE}{_CLOSER_RUN}{_POSSESSIVE}(?!\S|\s*{_POS
 _ARABIC_END = rf"[.!?؟۔…]*{_CLOSER_RUN}"  # ends even when glued to the next word
 # One pattern per leading mark, not one character set: the regex engine scans for a literal first
 # character several times faster. A run such as "?!" is found from each of its marks, with one end.
-# A mark missing from a text costs one `in` test, not a scan (most documents lack most marks).
+# A mark missing from a text costs one `find`, not a scan (most documents lack most marks).
 _DOT_END = re.compile(r"\." + _LATIN_END)
 _MARK_ENDS = {mark: re.compile(re.escape(mark) + _LATIN_END) for mark in "!?…"}
 _MARK_ENDS.update({mark: re.compile(mark + _ARABIC_END) for mark in "؟۔"})
@@ -74,8 +74,9 @@ class SentenceEnds:
         self.text = text
         ends = [m.end() for m in _DOT_END.finditer(text)]
         for mark, pattern in _MARK_ENDS.items():
-            if mark in text:
-                ends.extend([m.end() for m in pattern.finditer(text)])
+            first = text.find(mark)
+            if first != -1:  # the scan starts at the mark's first place (no pattern looks behind its mark)
+                ends.extend([m.end() for m in pattern.finditer(text, first)])
         blank_lines = _blank_lines(text)
         ends.extend(blank_lines)
         self.paragraph_ends = blank_lines  # the ends before a blank line, in order
