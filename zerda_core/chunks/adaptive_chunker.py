@@ -182,10 +182,16 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
         _technical_words(window, keys, starts, ends)
         + int(np.count_nonzero(classes & _CODE_MARK_BIT))
         + len(_DECIMAL.findall(window))
-        + len(_COMPLEXITY.findall(window))
+        + _complexities(window)
     )
     distinct, block_words = _vocabulary(keys)
     return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
+
+
+def _complexities(window: str) -> int:
+    """How many ``O(...)`` complexities ``window`` holds: scanned from its first "O", found by ``find`` (a memchr)."""
+    first = window.find("O")
+    return 0 if first == -1 else len(_COMPLEXITY.findall(window, first))
 
 
 def _letters_before(letters: Classes) -> npt.NDArray[np.int32]:
