@@ -543,6 +543,8 @@ class _Cutter:
         self.target = sizing.targets[0]
         self.overlap = min(overlap, self.target // 2)
         self.structural = int(self.target * STRUCTURE_SHARE)  # how far into a chunk a structural end is wanted
+        # in characters (the default) a size is a difference: the few steps a chunk takes do the sum, not a call
+        self.characters = type(measure) is CharacterMeasure
 
     def _aim(self, start: int | None) -> int:
         """Take the target and overlap of the block holding ``start`` (a new chunk's start), and return the
@@ -554,7 +556,7 @@ class _Cutter:
             self.target = self.sizing.targets[self.block]
             self.overlap = min(self.max_overlap, self.target // 2)
             self.structural = int(self.target * STRUCTURE_SHARE)
-        return self.measure.ahead(start, self.target)
+        return start + self.target if self.characters else self.measure.ahead(start, self.target)
 
     def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
         """Chunks as ``(start, end, block)``."""
@@ -563,30 +565,32 @@ class _Cutter:
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
         limit = 0  # the open chunk's reach (``_aim``)
-        s, e = ends.next_sentence(0)  # the current sentence's start and end
+        next_sentence, last_within = ends.next_sentence, ends.last_within  # looked up once, called at every chunk
+        aim, next_start = self._aim, self._next_start
+        s, e = next_sentence(0)  # the current sentence's start and end
         length = len(self.text)
         while s < length:
             while True:
                 if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
-                    limit = self._aim(start)
+                    limit = aim(start)
                 if e <= limit:  # this sentence fits, and maybe more after it
-                    end, fresh = ends.last_within(limit), True
+                    end, fresh = last_within(limit), True
                     break
                 if fresh:
                     better = self._structural_end(ends, start, end, chunks[-1][1] if chunks else start)
                     if better != end:  # the chunk ends earlier: the sentence after it is another one
                         end = better
-                        s, e = ends.next_sentence(better)
+                        s, e = next_sentence(better)
                     chunks.append((start, end, self.block))
-                    start, fresh = self._next_start(ends, start, end, e), False
-                    limit = self._aim(start)
+                    start, fresh = next_start(ends, start, end, e), False
+                    limit = aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(ends, start, piece_end, e), piece_end
                 limit = self._aim(start)
-            s, e = ends.next_sentence(end)
+            s, e = next_sentence(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
@@ -595,7 +599,7 @@ class _Cutter:
         """The last structural end in ``[start + STRUCTURE_SHARE * target, end]`` past ``previous_end`` (the
         chunk before it ends there: a chunk starting in its overlap must still advance), else ``end``."""
         breaks = self.breaks
-        lowest = self.measure.ahead(start, self.structural)
+        lowest = start + self.structural if self.characters else self.measure.ahead(start, self.structural)
         floor = start if start > previous_end else previous_end  # a conditional, not max(): a call per chunk
         i = bisect_right(breaks, end) - 1
         while i >= 0 and breaks[i] >= lowest:
@@ -613,10 +617,12 @@ class _Cutter:
         if self.overlap == 0:
             return None
         measure = self.measure
-        lowest = measure.back(end, self.overlap)
+        if self.characters:
+            lowest, fitting = end - self.overlap, next_end - self.target
+        else:
+            lowest, fitting = measure.back(end, self.overlap), measure.back(next_end, self.target)
         if lowest <= start:
             lowest = start + 1
-        fitting = measure.back(next_end, self.target)
         if fitting < lowest:
             fitting = lowest
         found = self._overlap_start(ends, fitting, end)

@@ -106,17 +106,17 @@ class SentenceEnds:
         if found is None:
             return len(text), len(text)
         start = found.start()
-        ends = self.ends
+        ends, known = self.ends, self._known
         i = bisect_right(ends, start)
-        while not self.is_end(ends[i]):
+        while not (known.get(ends[i]) or self.is_end(ends[i])):  # a remembered answer without a call
             i += 1
         return start, ends[i]
 
     def last_within(self, limit: int) -> int:
         """The last end at or before ``limit``; there must be one after the text's first visible character."""
-        ends = self.ends
+        ends, known = self.ends, self._known
         i = bisect_right(ends, limit) - 1
-        while not self.is_end(ends[i]):
+        while not (known.get(ends[i]) or self.is_end(ends[i])):
             i -= 1
         return ends[i]
 
@@ -125,13 +125,13 @@ class SentenceEnds:
 
         Asked at every chunk: conditionals rather than max(), and each start searched for within ``high`` only.
         """
-        ends, text = self.ends, self.text
+        ends, text, known = self.ends, self.text, self._known
         i = bisect_right(ends, low) - 1  # the end before ``low`` may start a sentence at or after it
         if i < 0:
             i = 0
         count = len(ends)
         while i < count and ends[i] < high:
-            if self.is_end(ends[i]):
+            if known.get(ends[i]) or self.is_end(ends[i]):
                 found = _NON_SPACE.search(text, ends[i], high)
                 if found is not None:
                     start = found.start()
