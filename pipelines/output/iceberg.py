@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.typehints.decorators import no_annotations
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
@@ -362,6 +363,7 @@ class WriteDescribedTableChunks(_WriteTable):
         super().__init__(files, run_id, compression, max_rows, folder)
         self._describe = describe
 
+    @no_annotations
     def expand(self, rows: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         stage = self._write(TABLE_CHUNK_SCHEMA, _bucket_directory, "source", self._describe)
         return rows | "StageChunks" >> stage.with_outputs(DOCUMENTS, main="files")
