@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.pvalue import PBegin, TaggedOutput
+from apache_beam.typehints.decorators import no_annotations
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import glob_translate
@@ -187,6 +188,7 @@ class JudgeInputs(beam.PTransform):
         super().__init__()
         self._reports = reports
 
+    @no_annotations  # Beam 2.78 would type-check the NamedTuple it returns as the output of one PCollection
     def expand(self, files: beam.PCollection) -> JudgedInputs:
         if self._reports is None:
             return JudgedInputs(files, None)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
+from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.input.expand import InputFile
 from pipelines.input.listing import Listed
@@ -58,6 +59,7 @@ class ReadCorpus(beam.PTransform):
         self._listing = listing
         self._spread = spread
 
+    @no_annotations
     def expand(self, pvalue: PBegin | beam.PCollection) -> CorpusRead:
         if isinstance(pvalue, beam.PCollection):  # files matched in the job (pipelines.input.match)
             listed = pvalue
