@@ -9,7 +9,6 @@ the run would fail.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import pickle
@@ -33,7 +32,6 @@ import pipelines.incremental.index
 import pipelines.incremental.previous
 import pipelines.input.read
 import pipelines.output.commit
-import zerda_core
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental.classify import kept_records
@@ -620,9 +618,9 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A runner that retries a failed commit, or restarts the steps before it (Flink), reads the run's listings
-    of files again: the commit deletes the staged data files before it publishes (a reader of
-    ``**/*.parquet`` must not find them beside the committed ones) and the listings only after; the committed
-    run leaves no staging."""
+    of files (and its staged index rows) again: the commit deletes the staged data files before it publishes (a
+    reader of ``**/*.parquet`` must not find them beside the committed ones) and the listings and index rows only
+    after; the committed run leaves no staging."""
     corpus, previous, _ = edited_after_a_run
     output = tmp_path / "out"
     shutil.copytree(previous, output)
@@ -631,7 +629,8 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
 
     def spy(fs: Any, root: str, files: Any, manifest: Any) -> Any:
         staged = sorted(str(p.relative_to(output)) for p in (output / "_staging").rglob("*") if p.is_file())
-        seen.append(([p for p in staged if "/listing/" in p], [p for p in staged if "/listing/" not in p]))
+        read = [p for p in staged if "/listing/" in p or "/index_rows/" in p]
+        seen.append((read, [p for p in staged if p not in read]))
         return publish(fs, root, files, manifest)
 
     monkeypatch.setattr(pipelines.output.commit, "_publish", spy)
@@ -639,6 +638,7 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     assert manifest["changes"]["incremental"] is True
     ((listings, others),) = seen
     assert any("/listing/inputs/" in p for p in listings) and others == [], (listings, others)
+    assert any("/index_rows/" in p for p in listings), listings
     assert not (output / "_staging").exists()
 
 
@@ -1065,19 +1065,6 @@ def test_two_files_redacted_to_one_source_are_read(tmp_path: Path) -> None:
     assert manifest["counts"] == full["counts"]
 
 
-def test_chunk_ids_packed_for_the_shuffle_come_back_as_they_were() -> None:
-    """Chunk ids travel to the comparison as 16-byte digests; ids of another form (an index edited by hand)
-    travel as they are. Either way the comparison sees the same list."""
-    from pipelines.incremental.index import _packed, _unpacked
-
-    ids = [hashlib.blake2b(str(n).encode(), digest_size=16).hexdigest() for n in range(5)]
-    packed = _packed(ids)
-    assert isinstance(packed, bytes) and len(packed) == 16 * len(ids)
-    assert _unpacked({"chunk_ids": packed, "record": 3}) == {"chunk_ids": ids, "record": 3}
-    for odd in (["not-a-digest", ids[0]], [ids[0].upper()], []):
-        assert _unpacked({"chunk_ids": _packed(odd)})["chunk_ids"] == odd
-
-
 def _spy_outputs(monkeypatch: pytest.MonkeyPatch, cls: type, method: str = "process") -> list[Any]:
     """What ``cls.<method>`` receives and gives from now on (in-memory runner: this process), as (element,
     outputs) pairs."""
@@ -1242,21 +1229,27 @@ def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_by
     assert _rows(output) == _rows(fresh)
 
 
-def test_a_chunked_document_reaches_the_comparison_as_its_values_alone(
+def test_a_chunked_documents_index_row_reaches_the_comparison_as_the_path_of_a_staged_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A changed document's new index row goes to its partition's comparison as its values, without the names
-    of its fields or the values every row of the run shares (the settings fingerprint, zerda's version): the
-    runner holds the elements of that shuffle, and they grow with the change. The index written is a full run's."""
+    """The chunk writer stages the new index rows in files of their partition, in the run's staging, and the
+    comparison is sent only the files' paths: the runner holds the elements of that shuffle (the DirectRunner in
+    memory), so they are neither the rows nor their chunk ids, in a full run (every document chunked) as in an
+    incremental one. The index written is a full run's, and the staged rows go with the staging."""
     corpus, output, compared, manifest = _document_8_edited(tmp_path, monkeypatch, 40)
+    incremental = len(compared)
     fresh = tmp_path / "fresh"
-    (sent,) = [row for (_, grouped), _ in compared for _, row in grouped["rows"]]
-    data = pickle.dumps(sent)
-    assert isinstance(sent, tuple) and b"chunk_file" not in data and b"doc_id" not in data
-    shared = _table(output, "_index")[0]["config_fingerprint"], zerda_core.__version__
-    assert all(value.encode() not in data for value in shared)
-    assert manifest["changes"]["documents_changed"] == 1
     run(_argv(corpus, fresh))
+    staged = re.compile(r"_staging/[0-9TZa-f-]+/index_rows/\d{5}/part-[0-9a-f]{32}\.pq")
+    for spied, out in ((compared[:incremental], output), (compared[incremental:], fresh)):
+        sent = [list(grouped["rows"]) for (_, grouped), _ in spied]
+        paths = [path for paths in sent for path in paths]
+        assert paths and all(staged.fullmatch(path) for path in paths), paths
+        data = pickle.dumps(sent)
+        chunk_ids = [chunk_id for row in _table(out, "_index") for chunk_id in row["chunk_ids"]]
+        assert len(chunk_ids) >= 40 and not any(chunk_id.encode() in data for chunk_id in chunk_ids)
+        assert not (out / "_staging").exists()
+    assert manifest["changes"]["documents_changed"] == 1
     assert _index(output) == _index(fresh)
 
 

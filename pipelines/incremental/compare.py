@@ -4,7 +4,7 @@ file; and the id counts, per id partition."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from itertools import zip_longest
 from typing import Any
@@ -14,70 +14,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.pvalue import TaggedOutput
 
-import zerda_core
-from pipelines.chunking import summarise
 from pipelines.errors import PreviousUnreadable
 from pipelines.incremental.classify import kept_records
 from pipelines.incremental.index import (
     _INDEX_ROW_GROUP,
-    _packed,
-    _unpacked,
     document_key,
     id_key,
     index_path,
     partition_of,
 )
 from pipelines.incremental.previous import UNREADABLE_INDEX, Previous, _previous_partition
+from pipelines.incremental.rows import read_rows
 from pipelines.incremental.tags import _CHANGES, _DROPPED, _DUPLICATES, _FACTS, _IDS
 from pipelines.output.build_manifest import DUPLICATE_EXAMPLES
 from pipelines.output.layout import (
     IDS_DIR,
     INDEX_DIR,
-    PARTITION_COLUMN,
     REJECT_SUFFIX,
 )
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.output.write import (
     stage_table,
 )
-
-# What a chunked document's index row sends to its comparison: the values of these columns, in this order. No field
-# name and no value every row of the run shares (the settings fingerprint, zerda's version): the runner holds a
-# shuffle's elements (the DirectRunner in memory, as Python objects), and a row of named fields costs about three
-# times as much. The comparison adds the rest back (:func:`_received_row`).
-_SENT_COLUMNS = (
-    "source",
-    "record",
-    "doc_id",
-    "chunk_count",
-    PARTITION_COLUMN,
-    "chars",
-    "text_chars",
-    "overlap_chars",
-    "chunk_ids",
-    "chunk_file",
-)
-
-
-def _index_row(rows: list[dict[str, Any]], chunk_file: str, partitions: int) -> tuple[int, tuple[str, tuple[Any, ...]]]:
-    """A chunked document's index row from its chunk rows and the file holding them, keyed for the comparison
-    (its index partition, then its id in its source), as the values of ``_SENT_COLUMNS``."""
-    first = rows[0]
-    _, totals = summarise(rows)
-    bucket = first[PARTITION_COLUMN]
-    chunks, chars, text_chars, overlap = totals[bucket]
-    chunk_ids = _packed([row["chunk_id"] for row in sorted(rows, key=lambda row: row["chunk_index"])])
-    values = (first["source"], first["record"], first["doc_id"], chunks, bucket, chars, text_chars, overlap)
-    return partition_of(first["source"], partitions), (
-        id_key(first["source"], first["doc_id"]),
-        (*values, chunk_ids, chunk_file),
-    )
-
-
-def _received_row(values: Sequence[Any], fingerprint: str) -> dict[str, Any]:
-    """The index row :func:`_index_row` sent, whole: its hash of the text is added later, where the hashes meet."""
-    row = dict(zip(_SENT_COLUMNS, values, strict=True))
-    return {**row, "content_hash": "", "config_fingerprint": fingerprint, "zerda_version": zerda_core.__version__}
 
 
 class _PartitionTask(beam.DoFn):
@@ -95,9 +53,11 @@ class _ComparePartition(_PartitionTask):
     """One index partition, before and now -> its index file, change rows, change counts, and (when rows are
     carried) the previous rows that leave their chunk file.
 
-    The partition's previous rows are read here, from the previous index (never shuffled); this run's hashes
-    and new index rows come grouped by partition. The rows of the sources not read (unchanged files) are
-    carried as they are and count as unchanged; the others are compared per (source, doc id) (:func:`_compare`).
+    The partition's previous rows are read here, from the previous index (never shuffled), and so are this run's
+    new index rows, from the files the chunk writer staged them in (:mod:`pipelines.incremental.rows`): only
+    the files' paths and this run's hashes come grouped by partition. The rows of the sources not read (unchanged
+    files) are carried as they are and count as unchanged; the others are compared per (source, doc id)
+    (:func:`_compare`).
     A task holds one partition: about ``_DOCUMENTS_PER_PARTITION`` documents.
     """
 
@@ -131,8 +91,8 @@ class _ComparePartition(_PartitionTask):
         if found != len(kept):  # classified unchanged by a slice of the index this partition does not hold
             path = index_path(partition, self._partitions)
             raise PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} (it lacks documents its sources' slices hold)")
-        for key, values in grouped["rows"]:
-            groups[key]["rows"].append(_received_row(values, self._fingerprint))
+        for row in read_rows(self._output, list(grouped["rows"]), self._fingerprint):
+            groups[id_key(row["source"], row["doc_id"])]["rows"].append(row)
         rows = []
         for key in sorted(groups):
             for out in _compare((key, groups.pop(key)), self._previous.carry):
@@ -212,9 +172,9 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> I
     not asked to re-embed it.
     """
     _, grouped = element
-    before = {row["record"]: _unpacked(row) for row in grouped["previous"]}
+    before = {row["record"]: row for row in grouped["previous"]}
     hashed = {record: (kind, digest) for record, kind, digest in grouped["hash"]}
-    rows = {row["record"]: _unpacked(row) for row in grouped["rows"]}
+    rows = {row["record"]: row for row in grouped["rows"]}
     now: dict[int, dict[str, Any]] = {}
     for record, (kind, digest) in hashed.items():
         if kind == "kept":  # only a document found in the previous index is kept
