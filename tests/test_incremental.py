@@ -1253,6 +1253,24 @@ def test_a_chunked_documents_index_row_reaches_the_comparison_as_the_path_of_a_s
     assert _index(output) == _index(fresh)
 
 
+def test_the_documents_leaving_a_chunk_file_reach_its_carry_as_the_path_of_a_staged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison stages the previous documents that leave their chunk file (here the edited one) in a file of
+    the run's staging, and the carry of a chunk file is sent that file's path, never the documents' keys: they
+    grow with the change, and the runner holds the shuffle between the two. The rows are a full run's."""
+    carried = _spy_outputs(monkeypatch, pipelines.incremental.carry._CarryChunkFile)
+    corpus, output, _, manifest = _document_8_edited(tmp_path, monkeypatch, 40)
+    sent = [(path, list(grouped["leaving"])) for (path, grouped), _ in carried]
+    naming = [staged for _, paths in sent for staged in paths]
+    assert len(naming) == 1 and re.fullmatch(r"_staging/[0-9TZa-f-]+/leaving/\d{5}/part-[0-9a-f]{32}\.pq", naming[0])
+    assert b"m7" not in pickle.dumps(sent)  # the edited document's id
+    assert manifest["changes"]["documents_changed"] == 1 and not (output / "_staging").exists()
+    fresh = tmp_path / "fresh"
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+
+
 def test_an_index_is_planned_from_its_documents_or_its_bytes_whichever_asks_more() -> None:
     """A comparing task holds one partition's chunk ids: large documents (many chunks each) count by their
     bytes, not their number. Powers of two, so that partitions of two runs map onto each other."""

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from itertools import zip_longest
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -24,7 +24,7 @@ from pipelines.incremental.index import (
     partition_of,
 )
 from pipelines.incremental.previous import UNREADABLE_INDEX, Previous, _previous_partition
-from pipelines.incremental.rows import read_rows
+from pipelines.incremental.rows import read_rows, stage_leaving
 from pipelines.incremental.tags import _CHANGES, _DROPPED, _DUPLICATES, _FACTS, _IDS
 from pipelines.output.build_manifest import DUPLICATE_EXAMPLES
 from pipelines.output.layout import (
@@ -93,13 +93,18 @@ class _ComparePartition(_PartitionTask):
             raise PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} (it lacks documents its sources' slices hold)")
         for row in read_rows(self._output, list(grouped["rows"]), self._fingerprint):
             groups[id_key(row["source"], row["doc_id"])]["rows"].append(row)
-        rows = []
+        rows: list[dict[str, Any]] = []
+        leaving: list[Leaving] = []
         for key in sorted(groups):
             for out in _compare((key, groups.pop(key)), self._previous.carry):
-                if isinstance(out, TaggedOutput):
+                if isinstance(out, Leaving):
+                    leaving.append(out)
+                elif isinstance(out, TaggedOutput):
                     yield out
                 else:
                     rows.extend(out)
+        for chunk_file, path in stage_leaving(self._output, self._run_id, partition, leaving, self._compression):
+            yield TaggedOutput(_DROPPED, (chunk_file, path))
         if carried.num_rows:
             yield TaggedOutput(_FACTS, Counter({"documents_unchanged": carried.num_rows}))
         index = pa.concat_tables([pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), carried])
@@ -164,7 +169,7 @@ class _CountIds(_PartitionTask):
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> Iterator[Any]:
     """The documents of one id in one source, before and now -> their index rows, change rows and counts, and
-    (when rows are carried) the previous rows that leave their chunk file: ``(file, (document key, rows))``.
+    (when rows are carried) the previous rows that leave their chunk file (:class:`Leaving`).
 
     Chunk ids are compared over the whole group, not document by document: two copies of one text under
     one id share chunk ids, so removing one copy removes no chunk the other still holds; and a document
@@ -186,8 +191,7 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> I
     if carry:  # every previous document not kept as it was: changed, moved to another record, or removed
         for record, row in before.items():
             if now.get(record) is not row:
-                key = document_key(row["source"], record, row["doc_id"])
-                yield TaggedOutput(_DROPPED, (row["chunk_file"], (key, row["chunk_count"])))
+                yield Leaving(row["chunk_file"], document_key(row["source"], record, row["doc_id"]), row["chunk_count"])
     for old, new in _paired(before, now):
         kind = "removed" if new is None else "added" if old is None else "unchanged" if _same(old, new) else "changed"
         yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
@@ -208,6 +212,14 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> I
 
 
 Document = Mapping[str, Any]
+
+
+class Leaving(NamedTuple):
+    """A previous document whose rows leave their chunk file (changed, moved to another record, or removed)."""
+
+    chunk_file: str
+    document: str  # its key (:func:`document_key`)
+    rows: int
 
 
 def _paired(

@@ -1,12 +1,17 @@
-"""This run's index rows on their way to the comparison: staged as Parquet part files, one per index partition and
-bundle of the step that writes the chunk files, so that the shuffle to the comparison (``ByPartition``) carries
-each file's path, never the rows: a runner holds a shuffle's data (the DirectRunner in memory, encoded and decoded
-in several copies), and the rows grow with the documents chunked.
+"""What grows with the documents of a run and would cross a shuffle, staged in Parquet part files instead, so that
+the shuffle carries the files' paths: a runner holds a shuffle's data (the DirectRunner in memory, encoded and
+decoded in several copies).
 
-The files lie in the run's staging (``_staging/<run_id>/index_rows/<partition>/part-<uuid>.pq``) and go with
-it at the commit. A retried bundle writes new files under new names and the runner drops the failed attempt's
-outputs, so the comparison reads only the files of attempts that succeeded; the others are deleted with the
-staging, unread.
+- This run's index rows on their way to the comparison (``ByPartition``): one file per index partition and bundle of
+  the step that writes the chunk files (``_staging/<run_id>/index_rows/<partition>/part-<uuid>.pq``).
+- The previous rows a comparison takes out of their chunk files (changed and removed documents), on their way to
+  the carry of those files: one file per comparing task, sorted by chunk file
+  (``_staging/<run_id>/leaving/<partition>/part-<uuid>.pq``); the carry of a chunk file is sent the paths of the
+  files that name it, and reads only its rows (by the row groups' statistics).
+
+The files lie in the run's staging and go with it at the commit. A retried bundle or task writes new files under
+new names and the runner drops the failed attempt's outputs, so only the files of attempts that succeeded are
+read; the others are deleted with the staging, unread.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindows
 from fsspec.core import url_to_fs
@@ -26,7 +32,7 @@ from fsspec.core import url_to_fs
 import zerda_core
 from pipelines.chunking import summarise
 from pipelines.incremental.index import partition_of
-from pipelines.output.layout import INDEX_ROWS_DIR, PARTITION_COLUMN, REJECT_SUFFIX, STAGING_DIR
+from pipelines.output.layout import INDEX_ROWS_DIR, LEAVING_DIR, PARTITION_COLUMN, REJECT_SUFFIX, STAGING_DIR
 from pipelines.output.schema import INDEX_SCHEMA
 from pipelines.output.write import _staging_writes, begin_file
 
@@ -46,6 +52,14 @@ _STAGED_COLUMNS = (
     "chunk_file",
 )
 _STAGED_SCHEMA = pa.schema([INDEX_SCHEMA.field(name) for name in _STAGED_COLUMNS])
+_LEAVING_SCHEMA = pa.schema(
+    [
+        pa.field("chunk_file", pa.string(), nullable=False),
+        pa.field("document", pa.string(), nullable=False),  # its key: pipelines.incremental.index.document_key
+        pa.field("rows", pa.int64(), nullable=False),
+    ]
+)
+_LEAVING_GROUP = 1024  # rows of a row group of a leaving file: a carry task reads the groups naming its chunk file
 _GROUP_ROWS = 2048  # a partition's buffered rows written out as one row group
 _BUFFERED_ROWS = 4096  # rows a bundle holds in all: past this, its largest buffer is written out
 
@@ -127,7 +141,7 @@ class StageIndexRows(beam.DoFn):
                 part.close()
 
     def _new_path(self, partition: int) -> str:
-        return f"{STAGING_DIR}/{self._run_id}/{INDEX_ROWS_DIR}/{partition:05d}/part-{uuid.uuid4().hex}{REJECT_SUFFIX}"
+        return _staged_path(self._run_id, INDEX_ROWS_DIR, partition)
 
     def _flush(self, part: _Part) -> None:
         """Write ``part``'s buffered rows as one row group; its file is opened on the first one."""
@@ -157,3 +171,49 @@ def read_rows(output: str, paths: list[str], fingerprint: str) -> Iterator[dict[
             for batch in pq.ParquetFile(f).iter_batches():
                 for row in batch.to_pylist():
                     yield {**row, **shared}
+
+
+def stage_leaving(
+    output: str, run_id: str, partition: int, leaving: Iterable[tuple[str, str, int]], compression: str
+) -> Iterator[tuple[str, str]]:
+    """The previous rows a partition's comparison takes out of their chunk files, ``(chunk file, document key,
+    rows)`` each, staged as one file sorted by chunk file -> ``(chunk file, the staged file's path)`` for each chunk
+    file it names: what the carry of that chunk file is sent (:func:`read_leaving`)."""
+    rows = sorted(leaving)
+    if not rows:
+        return
+    table = pa.table([list(column) for column in zip(*rows, strict=True)], schema=_LEAVING_SCHEMA)
+    fs, root = url_to_fs(output)
+    relative = _staged_path(run_id, LEAVING_DIR, partition)
+    path = f"{posixpath.normpath(root)}/{relative}"
+    with _staging_writes(output):
+        begin_file(run_id)
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        with fs.open(path, "wb") as f:
+            pq.write_table(table, f, row_group_size=_LEAVING_GROUP, compression=compression)
+    for chunk_file in sorted(set(table.column("chunk_file").to_pylist())):
+        yield chunk_file, relative
+
+
+def read_leaving(output: str, paths: Iterable[str], chunk_file: str) -> list[tuple[str, int]]:
+    """The documents leaving ``chunk_file``, ``(document key, rows)`` each, from the files :func:`stage_leaving`
+    wrote at ``paths`` (relative to ``output``): only the row groups whose statistics may hold ``chunk_file``."""
+    fs, root = url_to_fs(output)
+    root = posixpath.normpath(root)
+    leaving: list[tuple[str, int]] = []
+    for path in sorted(paths):
+        with fs.open(f"{root}/{path}", "rb") as f:
+            parquet = pq.ParquetFile(f)
+            for group in range(parquet.num_row_groups):
+                stats = parquet.metadata.row_group(group).column(0).statistics
+                if stats is not None and stats.has_min_max and not stats.min <= chunk_file <= stats.max:
+                    continue
+                table = parquet.read_row_group(group)
+                table = table.filter(pc.equal(table.column("chunk_file"), chunk_file))
+                leaving.extend(zip(table.column("document").to_pylist(), table.column("rows").to_pylist(), strict=True))
+    return leaving
+
+
+def _staged_path(run_id: str, folder: str, partition: int) -> str:
+    """A new file's path relative to OUTPUT, in the run's staging: ``_staging/<run_id>/<folder>/<partition>/...``."""
+    return f"{STAGING_DIR}/{run_id}/{folder}/{partition:05d}/part-{uuid.uuid4().hex}{REJECT_SUFFIX}"
