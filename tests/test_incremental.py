@@ -30,8 +30,10 @@ import pipelines.incremental.classify
 import pipelines.incremental.compare
 import pipelines.incremental.index
 import pipelines.incremental.previous
+import pipelines.incremental.rows
 import pipelines.input.read
 import pipelines.output.commit
+import zerda_core
 from pipelines.cli.rechunk import main, run
 from pipelines.errors import NewerManifestError, OutputError
 from pipelines.incremental.classify import kept_records
@@ -618,9 +620,9 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A runner that retries a failed commit, or restarts the steps before it (Flink), reads the run's listings
-    of files (and its staged index rows) again: the commit deletes the staged data files before it publishes (a
-    reader of ``**/*.parquet`` must not find them beside the committed ones) and the listings and index rows only
-    after; the committed run leaves no staging."""
+    of files (and its staged index rows and leaving rows) again: the commit deletes the staged data files before it
+    publishes (a reader of ``**/*.parquet`` must not find them beside the committed ones) and what the workers read
+    only after; the committed run leaves no staging."""
     corpus, previous, _ = edited_after_a_run
     output = tmp_path / "out"
     shutil.copytree(previous, output)
@@ -629,7 +631,7 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
 
     def spy(fs: Any, root: str, files: Any, manifest: Any) -> Any:
         staged = sorted(str(p.relative_to(output)) for p in (output / "_staging").rglob("*") if p.is_file())
-        read = [p for p in staged if "/listing/" in p or "/index_rows/" in p]
+        read = [p for p in staged if any(f"/{folder}/" in p for folder in ("listing", "index_rows", "leaving"))]
         seen.append((read, [p for p in staged if p not in read]))
         return publish(fs, root, files, manifest)
 
@@ -638,7 +640,7 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     assert manifest["changes"]["incremental"] is True
     ((listings, others),) = seen
     assert any("/listing/inputs/" in p for p in listings) and others == [], (listings, others)
-    assert any("/index_rows/" in p for p in listings), listings
+    assert any("/index_rows/" in p for p in listings) and any("/leaving/" in p for p in listings), listings
     assert not (output / "_staging").exists()
 
 
@@ -1269,6 +1271,30 @@ def test_the_documents_leaving_a_chunk_file_reach_its_carry_as_the_path_of_a_sta
     fresh = tmp_path / "fresh"
     run(_argv(corpus, fresh))
     assert _rows(output) == _rows(fresh)
+
+
+def test_staged_index_rows_come_back_whole_however_many_partitions_a_bundle_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle writes few staged files at once (an object store buffers a block for each) and holds few rows:
+    a partition whose file was closed for another's goes on in a new file. Every row staged is read back once,
+    in its partition, with the values every row of the run shares added."""
+    monkeypatch.setattr(pipelines.incremental.rows, "_OPEN_FILES", 2)
+    monkeypatch.setattr(pipelines.incremental.rows, "_BUFFERED_ROWS", 3)
+    stage = pipelines.incremental.rows.StageIndexRows(str(tmp_path), "run1", "zstd")
+    stage.setup()
+    stage.start_bundle()
+    chunk_file = "density_bucket=0/part-a.parquet"
+    rows = [(n % 3, (f"s{n % 3}", n, f"d{n}", 1, 0, 9, 9, 0, [f"{n:032x}"], chunk_file)) for n in range(12)]
+    files = [out for element in rows for out in stage.process(element)]
+    files += [out.value for out in stage.finish_bundle()]
+    assert len(files) > 3 and len(set(files)) == len(files)
+    columns = pipelines.incremental.rows._STAGED_COLUMNS
+    for partition in range(3):
+        read = pipelines.incremental.rows.read_rows(str(tmp_path), [p for n, p in files if n == partition], "fp")
+        back = sorted(read, key=lambda row: row["record"])
+        assert [tuple(row[name] for name in columns) for row in back] == [v for n, v in rows if n == partition]
+        assert {(row["config_fingerprint"], row["zerda_version"]) for row in back} == {("fp", zerda_core.__version__)}
 
 
 def test_an_index_is_planned_from_its_documents_or_its_bytes_whichever_asks_more() -> None:

@@ -62,6 +62,8 @@ _LEAVING_SCHEMA = pa.schema(
 _LEAVING_GROUP = 1024  # rows of a row group of a leaving file: a carry task reads the groups naming its chunk file
 _GROUP_ROWS = 2048  # a partition's buffered rows written out as one row group
 _BUFFERED_ROWS = 4096  # rows a bundle holds in all: past this, its largest buffer is written out
+_OPEN_FILES = 32  # files a bundle writes at once (an object store's writer buffers a block each): then the one
+# written least recently is closed (documents come by source, and a source's are in one partition)
 
 
 def index_row(rows: list[dict[str, Any]], chunk_file: str, partitions: int) -> tuple[int, tuple[Any, ...]]:
@@ -98,7 +100,8 @@ class StageIndexRows(beam.DoFn):
 
     Fused with the step that writes the chunk files (it takes that step's output directly), so a row never crosses
     a shuffle. A bundle holds at most about ``_BUFFERED_ROWS`` rows, whatever its size: a partition's rows are
-    written a row group at a time into its file, open until the bundle ends.
+    written a row group at a time into its file, open until the bundle ends, or until ``_OPEN_FILES`` others were
+    written to since (then the partition's next rows go to a new file).
     """
 
     def __init__(self, output: str, run_id: str, compression: str) -> None:
@@ -114,11 +117,14 @@ class StageIndexRows(beam.DoFn):
         self._open: dict[int, _Part] = {}
         self._buffered = 0
 
-    def process(self, element: tuple[int, tuple[Any, ...]]) -> None:
+    def process(self, element: tuple[int, tuple[Any, ...]]) -> Iterator[tuple[int, str]]:
         partition, values = element
-        part = self._open.get(partition)
+        part = self._open.pop(partition, None)
         if part is None:
-            part = self._open[partition] = _Part(self._new_path(partition))
+            if len(self._open) >= _OPEN_FILES:
+                yield self._close(next(iter(self._open)))
+            part = _Part(self._new_path(partition))
+        self._open[partition] = part  # the last written to
         part.rows.append(values)
         self._buffered += 1
         if len(part.rows) >= _GROUP_ROWS:
@@ -127,13 +133,16 @@ class StageIndexRows(beam.DoFn):
             self._flush(max(self._open.values(), key=lambda held: len(held.rows)))
 
     def finish_bundle(self) -> Iterator[Any]:
-        for partition, part in sorted(self._open.items()):
-            if part.rows:
-                self._flush(part)
-            with _staging_writes(self._output):
-                part.close()
-            yield GlobalWindows.windowed_value_at_end_of_window((partition, part.relative))
-        self._open = {}
+        for partition in sorted(self._open):
+            yield GlobalWindows.windowed_value_at_end_of_window(self._close(partition))
+
+    def _close(self, partition: int) -> tuple[int, str]:
+        part = self._open.pop(partition)
+        if part.rows:
+            self._flush(part)
+        with _staging_writes(self._output):
+            part.close()
+        return partition, part.relative
 
     def teardown(self) -> None:
         for part in getattr(self, "_open", {}).values():  # a failed bundle: its files are never read
