@@ -8,7 +8,7 @@ from setuptools import find_namespace_packages, setup
 HERE = Path(__file__).parent
 
 CORE = [
-    "apache-beam>=2.77,<2.78",  # the versions the test suite has passed on: a new Beam release is tried first
+    "apache-beam>=2.77,<2.79",  # the versions the test suite has passed on: a new Beam release is tried first
     "pyarrow>=15",
     "numpy>=1.24",  # the chunker classifies characters in arrays (apache-beam needs numpy too)
     "fsspec>=2024.2",

@@ -4,7 +4,8 @@ table's, side by side in one run.
     python benchmarks/bench_commit.py --files 2000
 
 Starts moto's S3 server on 127.0.0.1 (as the tests do) and runs the real job with ``max_rows_per_file: 1``
-over a corpus of one-chunk documents, so that it writes about ``--files`` chunk files, twice at each size:
+over a corpus of one-chunk documents, so that it writes about ``--files`` chunk files, twice at each size
+in each of ``--reps`` rounds (medians; a new bucket each run, as moto scans a bucket's every key to list it):
 into ``s3://`` (the directory commit, ``pipelines.output.commit``: lease check, listing, server-side
 copies in tasks of 256 files, one listing to check sizes, deletes, manifest) and into an Iceberg table
 whose warehouse is on the same S3, SQLite catalog on local disk (``_CommitTable.process``: one listing of
@@ -95,13 +96,44 @@ def _time_commit(kind: str, output: str, corpus: Path, config: Path) -> tuple[fl
     return sum(w for w, _ in spent), sum(c for _, c in spent), manifest["counts"]["chunks"], calls
 
 
+def _new_bucket() -> str:
+    """A new, empty bucket on the moto server: each run lists only its own keys. moto answers a listing by
+    scanning every key of the bucket, which S3 does not (it lists a prefix from an index): in a shared bucket
+    the later runs' listings would pay for the earlier runs' files."""
+    import boto3
+
+    bucket = f"zerda-commit-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    return bucket
+
+
+def _run(kind: str, files: int, round_: int, tmp: Path) -> tuple[float, float, int, Counter]:
+    """One run of ``kind`` over the corpus of ``files`` documents, into a new bucket (a new table each round)."""
+    bucket = _new_bucket()
+    config = tmp / f"{kind}-{files}.yaml"
+    settings = "output:\n  max_rows_per_file: 1\n"
+    output = f"s3://{bucket}/out-{files}"
+    if kind == "iceberg":
+        settings += f"  catalog:\n    uri: sqlite:///{tmp}/catalog.db\n    warehouse: s3://{bucket}/warehouse\n"
+        output = f"iceberg://bench.files_{files}_{round_}"
+    config.write_text(settings, encoding="utf-8")
+    return _time_commit(kind, output, tmp / f"corpus-{files}.jsonl", config)
+
+
+def _median(seen: list[tuple[float, float, Counter]]) -> tuple[float, float, Counter, list[float]]:
+    """The run of median commit time among ``seen`` (seconds, CPU seconds, calls), and every run's seconds."""
+    ordered = sorted(seen, key=lambda run: run[0])
+    seconds, cpu, calls = ordered[(len(ordered) - 1) // 2]
+    return seconds, cpu, calls, [run[0] for run in seen]
+
+
 def main(argv: list[str] | None = None) -> int:
     cli = parser(__doc__, RESULTS, "--files 200")
     cli.add_argument("--files", type=int, default=2000, help="about this many chunk files in the larger run")
+    cli.add_argument("--reps", type=int, default=3, help="rounds, each one run of each kind and size (default 3)")
     args = cli.parse_args(argv)
     if args.quick:
-        args.files = 200
-    import boto3
+        args.files, args.reps = 200, 1
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -114,31 +146,27 @@ def main(argv: list[str] | None = None) -> int:
         AWS_SECRET_ACCESS_KEY="bench",
         AWS_DEFAULT_REGION="us-east-1",
     )
-    bucket = f"zerda-commit-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    rows = []
+    runs: dict[tuple[str, int], list[tuple[float, float, Counter]]] = {}
+    loads = [os.getloadavg()[0]]
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for files in sorted({max(10, args.files // 4), args.files}):
-                corpus = Path(tmp) / f"corpus-{files}.jsonl"
-                _corpus(corpus, files)
-                directory = Path(tmp) / f"directory-{files}.yaml"
-                directory.write_text("output:\n  max_rows_per_file: 1\n", encoding="utf-8")
-                table = Path(tmp) / f"table-{files}.yaml"
-                table.write_text(
-                    "output:\n  max_rows_per_file: 1\n  catalog:\n"
-                    f"    uri: sqlite:///{tmp}/catalog.db\n    warehouse: s3://{bucket}/warehouse\n",
-                    encoding="utf-8",
-                )
-                for kind, output, config in (
-                    ("directory", f"s3://{bucket}/out-{files}", directory),
-                    ("iceberg", f"iceberg://bench.files_{files}", table),
-                ):
-                    seconds, cpu, committed, calls = _time_commit(kind, output, corpus, config)
-                    rows.append((kind, committed, seconds, cpu, calls))
-                    print(f"bench: {kind}: {committed} chunk files committed in {seconds:.2f} s", flush=True)
+            sizes = sorted({max(10, args.files // 4), args.files})
+            for files in sizes:
+                _corpus(Path(tmp) / f"corpus-{files}.jsonl", files)
+            for round_ in range(args.reps):
+                for files in sizes:
+                    for kind in ("directory", "iceberg"):
+                        seen = _run(kind, files, round_, Path(tmp))
+                        runs.setdefault((kind, seen[2]), []).append((seen[0], seen[1], seen[3]))
+                        print(
+                            f"bench: round {round_ + 1} {kind}: {seen[2]} chunk files committed in {seen[0]:.2f} s"
+                            f" (load {os.getloadavg()[0]:.1f})",
+                            flush=True,
+                        )
     finally:
         server.stop()
+    loads.append(os.getloadavg()[0])
+    rows = [(kind, n, *_median(seen)) for (kind, n), seen in sorted(runs.items(), key=lambda item: item[0][::-1])]
     lines = header(
         "Commit time against S3 (moto): a Parquet directory and an Iceberg table",
         "bench_commit.py",
@@ -158,26 +186,31 @@ def main(argv: list[str] | None = None) -> int:
         " worker describes the files it wrote, statistics included, from the footer it wrote; the commit moves the"
         " run's index files, one per index partition, into its side folder: one copy here).",
         "",
-        "| output | chunk files | commit s | commit CPU s | ms a file | S3 calls | calls by API |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"{args.reps} round(s), each one run of each output at each size, a new bucket (and table) each run: moto"
+        " answers a listing by scanning every key of the bucket, so in a shared bucket a later run's listings"
+        " would pay for the earlier runs' files (S3 lists a prefix from an index). Medians; the commit CPU and"
+        f" calls are the median run's. Load average (1 min) {loads[0]:.1f} at the start, {loads[1]:.1f} at the end"
+        " (2 cores).",
+        "",
+        "| output | chunk files | commit s | runs (s) | commit CPU s | ms a file | S3 calls | calls by API |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
     lines += [
-        f"| {kind} | {n:,} | {s:.2f} | {cpu:.2f} | {1000 * s / n:.2f} | {sum(c.values()):,} | "
-        + ", ".join(f"{api} {count:,}" for api, count in sorted(c.items()))
-        + " |"
-        for kind, n, s, cpu, c in rows
+        f"| {kind} | {n:,} | {s:.2f} | {', '.join(f'{r:.2f}' for r in each)} | {cpu:.2f} | {1000 * s / n:.2f} | "
+        f"{sum(c.values()):,} | " + ", ".join(f"{api} {count:,}" for api, count in sorted(c.items())) + " |"
+        for kind, n, s, cpu, c, each in rows
     ]
     lines += [""]
-    for n in sorted({n for _, n, _, _, _ in rows}):
-        seconds = {kind: s for kind, files, s, _, _ in rows if files == n}
+    for n in sorted({row[1] for row in rows}):
+        seconds = {kind: s for kind, files, s, *_ in rows if files == n}
         if len(seconds) == 2:
             lines += [
                 f"- {n:,} chunk files: the table's commit took {seconds['iceberg'] / seconds['directory']:.3f}x"
                 " the directory's."
             ]
-    sizes = sorted((n, s, cpu) for kind, n, s, cpu, _ in rows if kind == "iceberg")
-    if len(sizes) == 2:
-        (small, s_small, c_small), (large, s_large, c_large) = sizes
+    table = sorted((n, s, cpu) for kind, n, s, cpu, *_ in rows if kind == "iceberg")
+    if len(table) == 2:
+        (small, s_small, c_small), (large, s_large, c_large) = table
         lines += [
             f"- the table's commit at {large:,} chunk files took {s_large / s_small:.2f}x its time at {small:,}"
             f" ({c_large / c_small:.2f}x its CPU time)."

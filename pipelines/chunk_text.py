@@ -30,6 +30,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
+from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.embed_text import EMBED_TEXT_KEY, TITLE_KEY, check_template, render
 from pipelines.names import METRICS_NAMESPACE, REJECTS
@@ -169,7 +170,7 @@ class _ChunkTextFn(beam.DoFn):
     def finish_bundle(self) -> Iterator[TaggedOutput]:
         yield from reject_summaries(self._limit)
 
-    def process(self, element: object) -> Iterator[Any]:
+    def process(self, element: Any) -> Iterator[Any]:
         item = _as_input(element, self._fields)
         if isinstance(item, Reject):
             yield from self._reject(item)
@@ -252,6 +253,7 @@ class ChunkText(beam.PTransform):
         self._per_document = per_document
         self._max_reject_rows = max_reject_rows
 
+    @no_annotations
     def expand(self, elements: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         chunk_fn = _ChunkTextFn(self.chunking, self._per_document, self._max_reject_rows, self._fields, self.embed_text)
         return elements | "Chunk" >> beam.ParDo(chunk_fn).with_outputs(REJECTS, main="chunks")

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.chunk_text import ChunkText, reject_summaries
 from pipelines.embed_text import EMBED_TEXT_KEY
@@ -145,6 +146,7 @@ class ChunkDocuments(beam.PTransform):
             embed_text=settings.output.embed_text,
         )
 
+    @no_annotations
     def expand(self, records: beam.PCollection) -> ChunkedDocuments:
         chunked = records | "ChunkText" >> self._chunk_text
         rows = chunked.chunks | "ChunkRows" >> beam.ParDo(self._rows_fn).with_outputs(REJECTS, SUMMARIES, main="chunks")

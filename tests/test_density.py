@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.common import DATA
 from tests.debian_texts import LICENSES, PYTHON_LIB, handbook_pairs, mixed_corpus, require
 from zerda_core.chunks import charclasses
-from zerda_core.chunks.adaptive_chunker import TECHNICAL_WORDS, _estimate_density
+from zerda_core.chunks.adaptive_chunker import _DECIMAL, TECHNICAL_WORDS, _estimate_density
 from zerda_core.chunks.charclasses import CODE_PUNCTUATION, code_points
 from zerda_core.chunks.language import _LATIN_LETTERS, detect_language
 
@@ -232,3 +232,11 @@ def test_density_spreads_code_and_prose_apart_on_a_mixed_corpus() -> None:
     assert code >= prose + 0.25, f"source code {code:.3f}, narrative prose {prose:.3f}"
     deciles = statistics.quantiles([d for scores in density.values() for d in scores], n=10)
     assert deciles[-1] - deciles[0] >= 0.4, f"10th-90th percentile {deciles[0]:.3f}-{deciles[-1]:.3f}"
+
+
+@given(st.lists(st.sampled_from(["1", "23", ".", "..", "a", " ", "v", "\n", "٣"]), max_size=30).map("".join))
+def test_decimals_are_the_dots_between_two_digits(text: str) -> None:
+    """A decimal is a dot with an ASCII digit on each side (the pattern looks at the one after first)."""
+    digit = "0123456789".__contains__
+    expected = sum(text[i] == "." and digit(text[i - 1]) and digit(text[i + 1]) for i in range(1, len(text) - 1))
+    assert len(_DECIMAL.findall(text)) == expected

@@ -273,6 +273,14 @@ def test_the_runs_listings_outlive_its_commit_and_go_once_the_job_is_over(
     assert not (side / STAGING_DIR).exists()
 
 
+def _written_as_named(table: Table, run_id: str) -> dict[Path, tuple[int, int]]:
+    """The data files in ``run_id``'s folder that the table's current snapshot names, with their sizes and the
+    times they were last written."""
+    folder = Path(table.location().removeprefix("file://")) / "data" / run_id
+    paths = (Path(task.file.file_path.removeprefix("file://")) for task in table.scan().plan_files())
+    return {path: (path.stat().st_size, path.stat().st_mtime_ns) for path in paths if folder in path.parents}
+
+
 def test_the_steps_run_again_after_the_commit_leave_the_committed_run_as_it_was(
     edited: tuple[Path, Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
@@ -280,7 +288,10 @@ def test_the_steps_run_again_after_the_commit_leave_the_committed_run_as_it_was(
     region, and the commit shares one with the step reading the run's listing of the previous snapshot's data
     files. Here the whole incremental job runs twice under one run id, both graphs built (their listings
     written) before the first runs: the second reads the listings, commits nothing more and deletes the files
-    it wrote again; the table and its side folder are the first's, and the next run is incremental."""
+    it wrote again; the table and its side folder are the first's, and the next run is incremental. A data file
+    the first wrote again without the changed documents' rows (under its name in the run's folder) is named by
+    the committed snapshot: the second does not write it again (a reader in that moment would read a partial
+    file), it describes the file as it is."""
     corpus, warehouse, config, _ = edited
     settings = load_settings(str(config))
     target = open_table(TABLE, settings.output.catalog)
@@ -290,8 +301,12 @@ def test_the_steps_run_again_after_the_commit_leave_the_committed_run_as_it_was(
     jobs = [beam.Pipeline(runner=FnApiDirectRunner()) for _ in range(2)]
     for job in jobs:
         build_pipeline(job, files, settings, target, started, run_id=run_id, previous=previous)
-    for job in jobs:
-        job.run().wait_until_finish()
+    jobs[0].run().wait_until_finish()
+    named = _written_as_named(load_table(warehouse), run_id)
+    previous_names = {path.split("/")[-1] for path, _, _ in previous.chunk_files}
+    assert any(path.name in previous_names for path in named), "a file of the previous snapshot written again"
+    jobs[1].run().wait_until_finish()
+    assert _written_as_named(load_table(warehouse), run_id) == named, "no file the snapshot names written again"
 
     table = load_table(warehouse)
     ours = [s.snapshot_id for s in table.snapshots() if s.summary and s.summary[RUN_ID_KEY] == run_id]
@@ -314,3 +329,26 @@ def test_the_steps_run_again_after_the_commit_leave_the_committed_run_as_it_was(
     again = run(_argv(corpus, config, "--incremental"))
     assert again["changes"]["incremental"] is True, again["changes"]["reason"]
     assert again["changes"]["documents_changed"] == 0 and _rows(warehouse) == _full_run_rows(corpus, tmp_path)
+
+
+def test_a_data_file_written_again_is_kept_when_whole_and_written_over_when_partial(
+    edited: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    """A rewritten data file's step run again finds the file: whole (the same rows, perhaps named by the run's
+    snapshot), it is described as it is and not written again; the start of one (an attempt that failed while
+    writing, which no snapshot names), it is written whole."""
+    _, warehouse, _, _ = edited
+    target = open_table(TABLE, {"warehouse": str(warehouse)})
+    rows = load_table(warehouse).scan(limit=3).to_arrow().select(TABLE_CHUNK_SCHEMA.names).cast(TABLE_CHUNK_SCHEMA)
+    run_id = new_run_id()
+    path = f"data/{run_id}/density_bucket=0/part-0.parquet"
+    first = iceberg.write_data_file(target.chunk_files, run_id, path, rows, "zstd")
+    full = Path(target.chunks_location.removeprefix("file://")) / path
+    written = full.stat().st_mtime_ns
+    again = iceberg.write_data_file(target.chunk_files, run_id, path, rows, "zstd")
+    assert full.stat().st_mtime_ns == written, "a whole file is not written again"
+    assert again.data_file == first.data_file and again.bytes == first.bytes == full.stat().st_size
+    full.write_bytes(full.read_bytes()[: first.bytes // 2])
+    whole = iceberg.write_data_file(target.chunk_files, run_id, path, rows, "zstd")
+    assert whole.bytes == first.bytes == full.stat().st_size and pq.read_table(full).num_rows == 3
+    assert whole.data_file == first.data_file

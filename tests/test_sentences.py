@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zerda_core.chunks.sentences import _BLANK_LINE, _blank_lines, _visible_end, sentence_spans
+from zerda_core.chunks.sentences import (
+    _BLANK_LINE,
+    _CLOSER_RUN,
+    _DOT_END,
+    _MARK_ENDS,
+    _MARKS,
+    _blank_lines,
+    _visible_end,
+    sentence_spans,
+)
 
 
 def sentences(text: str) -> list[str]:
@@ -82,3 +92,17 @@ def test_blank_lines_by_the_simpler_patterns_are_the_general_patterns(text: str)
     """Text with no carriage return is searched for runs of line feeds (or, when a space precedes a line feed,
     for line feeds with spaces between): the blank lines are those the general pattern finds."""
     assert _blank_lines(text) == [_visible_end(text, m.start()) for m in _BLANK_LINE.finditer(text)]
+
+
+# The Latin ends as plain backtracking runs with two lookaheads: what the possessive patterns must find
+_PLAIN_END = rf"[{_MARKS}]*{_CLOSER_RUN}(?=\s|\Z)(?!\s*[a-z])"
+END_PIECES = ["word", "Up", "a", "3", ".", "..", "!", "?", "…", '"', "'", "”", ")", "]", " ", "\n", "\t", "\u00a0"]
+
+
+@given(st.lists(st.sampled_from(END_PIECES), max_size=30).map("".join))
+def test_possessive_end_patterns_find_the_ends_backtracking_ones_do(text: str) -> None:
+    """The dot and mark patterns never give back a mark, a closer or a space (possessive runs on Python 3.11+, one
+    lookahead for two): they end where the plain patterns do, before a lowercase word after spaces or not."""
+    for mark, pattern in [(".", _DOT_END), *((m, _MARK_ENDS[m]) for m in "!?…")]:
+        plain = re.compile(re.escape(mark) + _PLAIN_END)
+        assert [m.span() for m in pattern.finditer(text)] == [m.span() for m in plain.finditer(text)], mark

@@ -9,7 +9,7 @@ import math
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -423,7 +423,7 @@ def test_the_commit_moves_the_files_in_tasks_that_workers_share(
     tasks: list[list[str]] = []
     moving = commit_module._MoveStaged.process
 
-    def counted(self: commit_module._MoveStaged, task: tuple[int, list[tuple[str, str]]]) -> Iterator[str]:
+    def counted(self: commit_module._MoveStaged, task: tuple[int, Iterable[tuple[str, str]]]) -> Iterator[str]:
         moves = list(task[1])
         tasks.append([final for _, final in moves])
         yield from moving(self, (task[0], moves))

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.chunking import ChunkDocuments
 from pipelines.incremental.carry import (
@@ -82,6 +83,7 @@ class ChunkIncrementally(beam.PTransform):
         self._settings = settings
         self._fingerprint = fingerprint
 
+    @no_annotations
     def expand(self, records: beam.PCollection) -> IncrementalChunks:
         output = absolute_url(self._output)
         compression, max_rows = self._settings.compression, self._settings.max_rows_per_file

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
+from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.input.expand import InputFile
 from pipelines.input.listing import Listed
@@ -50,6 +51,7 @@ class ReadCorpus(beam.PTransform):
         self._settings = settings
         self._listing = listing
 
+    @no_annotations
     def expand(self, pbegin: PBegin) -> CorpusRead:
         if self._listing is None:
             listed = pbegin | "ListFiles" >> beam.Create(self._files, reshuffle=False)  # spread once, by the next step

@@ -47,6 +47,7 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
+from apache_beam.typehints.decorators import no_annotations
 
 import zerda_core
 from pipelines.errors import AccountingError
@@ -169,6 +170,7 @@ class BuildManifest(beam.PTransform):
             "started": started,
         }
 
+    @no_annotations
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         summaries, rejects, reports = pcolls["summaries"], pcolls["rejects"], pcolls["reports"]
         duplicates = pcolls.get("duplicates")

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 from fsspec import AbstractFileSystem
 
 from pipelines.errors import CommitError
@@ -66,6 +67,7 @@ class CommitOutput(beam.PTransform):
         self._output = absolute_url(output)
         self._run_id = run_id
 
+    @no_annotations
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         pipeline, staged = pcolls["manifest"].pipeline, staged_views(pcolls)
         moves = pipeline | "Once" >> beam.Create([None]) | "Begin" >> beam.ParDo(_BeginCommit(*self._where), *staged)

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.typehints.decorators import no_annotations
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
@@ -61,6 +63,7 @@ from pipelines.output.layout import (
 )
 from pipelines.output.lease import best_effort
 from pipelines.output.manifest import Manifest, write_files_table
+from pipelines.output.ownership import STAGED_KEY
 from pipelines.output.schema import CHUNK_SCHEMA, REJECT_SCHEMA
 from pipelines.output.write import (
     DOCUMENTS,
@@ -360,6 +363,7 @@ class WriteDescribedTableChunks(_WriteTable):
         super().__init__(files, run_id, compression, max_rows, folder)
         self._describe = describe
 
+    @no_annotations
     def expand(self, rows: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         stage = self._write(TABLE_CHUNK_SCHEMA, _bucket_directory, "source", self._describe)
         return rows | "StageChunks" >> stage.with_outputs(DOCUMENTS, main="files")
@@ -377,15 +381,34 @@ def _rejects(_: Any) -> str:
 
 
 def write_data_file(files: TableFiles, run_id: str, path: str, table: pa.Table, compression: str) -> WrittenDataFile:
-    """``table`` (chunk rows of one bucket) as a new data file at ``path`` in the table's location, with its
-    ``DataFile`` and size, as the workers' writers give theirs."""
+    """``table`` (chunk rows of one bucket) as a data file at ``path`` in the table's location (a path in the
+    run's folder), with its ``DataFile`` and size, as the workers' writers give theirs. A whole file of as many
+    rows already there is described as it is, not written again: an earlier attempt of the same step wrote it,
+    with the same rows, and once the run is committed its snapshot names it (a step the runner runs again after
+    the commit, ``pipelines.output.iceberg_again``, would have a reader see a partial file)."""
     fs, root = url_to_fs(files.location)
     full = posixpath.join(root, path)
-    begin_file(run_id)
-    fs.makedirs(posixpath.dirname(full), exist_ok=True)
-    footer, size = write_parquet(fs, full, path, table, compression)
+    written = _whole_data_file(fs, full, path, table.num_rows)
+    if written is None:
+        begin_file(run_id)
+        fs.makedirs(posixpath.dirname(full), exist_ok=True)
+        written = write_parquet(fs, full, path, table, compression)
+    footer, size = written
     directory = posixpath.basename(posixpath.dirname(path))
     return WrittenDataFile(directory, path, table.num_rows, size, data_file=files.data_file(path, footer, size))
+
+
+def _whole_data_file(fs: Any, full: str, path: str, rows: int) -> tuple[Any, int] | None:
+    """The footer and size of the data file at ``full`` if it is a whole one that zerda wrote at ``path`` with
+    ``rows`` rows; None if there is none (or only the start of one: an attempt that failed while writing)."""
+    try:
+        with fs.open(full, "rb") as f:
+            footer = pq.ParquetFile(f).metadata
+            size = f.seek(0, 2)
+    except (FileNotFoundError, pa.ArrowInvalid, OSError):
+        return None
+    staged = (footer.metadata or {}).get(STAGED_KEY)
+    return (footer, size) if footer.num_rows == rows and staged == path.encode() else None
 
 
 class CommitTable(CommitOnce):

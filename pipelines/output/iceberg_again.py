@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 def remove_unnamed_data(table: Table, snapshot_id: int, location: str, folder: str) -> None:
     """Delete the files in ``folder`` (a run's data folder, relative to the table's ``location``) that the run's
-    snapshot ``snapshot_id`` does not name. Only that run writes there; a file it rewrote under a name the
-    snapshot holds (a carried file) was written again with the same rows, and stays."""
+    snapshot ``snapshot_id`` does not name. Only that run writes there; a carried file, which keeps its name, is
+    found whole under the name the snapshot holds and not written again (``iceberg.write_data_file``), and stays."""
     files = table.scan(snapshot_id=snapshot_id).plan_files()
     named = {task.file.file_path.removeprefix(f"{location}/") for task in files}
     fs, root = url_to_fs(location)

@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
+from apache_beam.typehints.decorators import no_annotations
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
@@ -453,6 +454,7 @@ class WriteDescribedChunks(_WriteParquet):
         super().__init__(output, run_id, compression, max_rows)
         self._describe = describe
 
+    @no_annotations
     def expand(self, rows: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         stage = self._stage(CHUNK_SCHEMA, _bucket_directory, CHUNK_SUFFIX, "source", self._describe)
         return rows | "StageChunks" >> stage.with_outputs(DOCUMENTS, main="files")
@@ -757,6 +759,7 @@ class CommitOnce(beam.PTransform):
         super().__init__()
         self._commit = commit
 
+    @no_annotations
     def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
         pipeline = pcolls["manifest"].pipeline
         return pipeline | "Once" >> beam.Create([None]) | "Commit" >> beam.ParDo(self._commit, *staged_views(pcolls))

@@ -25,7 +25,6 @@ from zerda_core.chunks.charclasses import (
     CODE_MARK,
     Classes,
     Codes,
-    Mask,
     Offsets,
     Scan,
     code_points,
@@ -55,7 +54,7 @@ TECHNICAL_WORDS = frozenset(
 # sentences into chunks (``_Cutter``) gives other chunks of the same text, so the number is part of every
 # fingerprint of chunks (pipelines/settings.py) and goes up with each change of either.
 DENSITY_VERSION = 4
-_DECIMAL = re.compile(r"\.(?<=[0-9]\.)[0-9]")
+_DECIMAL = re.compile(r"\.(?=[0-9])(?<=[0-9]\.)")  # the digit after first: it turns away most dots in one test
 _COMPLEXITY = re.compile(r"O\([^()\n]{1,20}\)")
 ARABIC_LONG_WORD = 7  # letters
 _WINDOW = 1 << 20
@@ -143,6 +142,16 @@ def _density(sums: list[tuple[int, int, int, int, int, int, int]]) -> float:
     return min(max(density, 0.0), 1.0)
 
 
+# Numpy scalars for the operands of numpy calls made on every page: a Python int costs a call a third more (its type is
+# worked out each time)
+_ARABIC_LETTER_BIT = np.uint8(ARABIC_LETTER)
+_CODE_MARK_BIT = np.uint8(CODE_MARK)
+_ASCII_UPPER_BIT = np.uint8(ASCII_UPPER)
+_LONG_LATIN_WORD = np.intp(LONG_LATIN_WORD)
+_ARABIC_LONG_WORD_BITS = np.int32(ARABIC_LONG_WORD * ARABIC_LETTER)  # letters_before counts 4 per Arabic letter
+_ZERO = np.int32(0)
+
+
 def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, int, int]:
     """What ``_estimate_density`` sums over windows: words, their characters, technical hits, long words,
     Arabic words, and distinct words and words of the vocabulary blocks.
@@ -156,32 +165,39 @@ def _window_counts(window: str, found: Scan) -> tuple[int, int, int, int, int, i
         return 0, 0, 0, 0, 0, 0, 0
     lengths = ends - starts
     word_chars = int(np.add.reduce(lengths))  # what lengths.sum() computes, without its Python wrapper
-    long_latin = lengths >= LONG_LATIN_WORD
+    long_latin = lengths >= _LONG_LATIN_WORD
     arabic_words = long_words = 0
-    letters = None if window.isascii() else (classes & ARABIC_LETTER) != 0  # no Arabic letter is ASCII
+    # each Arabic letter's class holds the bit ARABIC_LETTER (4) once: summed, 4 per letter
+    letters = None if window.isascii() else classes & _ARABIC_LETTER_BIT  # no Arabic letter is ASCII
     if letters is not None and np.count_nonzero(letters):
         letters_before = _letters_before(letters)
-        word_letters = letters_before[ends] - letters_before[starts]
-        arabic = word_letters > 0
+        word_letters = letters_before[ends] - letters_before[starts]  # 4 per letter
+        arabic = word_letters > _ZERO
         arabic_words = int(np.count_nonzero(arabic))
         long_latin = long_latin > arabic  # and not Arabic
-        long_words = int(np.count_nonzero(word_letters >= ARABIC_LONG_WORD))
+        long_words = int(np.count_nonzero(word_letters >= _ARABIC_LONG_WORD_BITS))
     long_words += int(np.count_nonzero(long_latin))
     keys = _word_keys(codes, classes, starts, ends, lengths)
     tech_hits = (
         _technical_words(window, keys, starts, ends)
-        + int(np.count_nonzero(classes & CODE_MARK))
+        + int(np.count_nonzero(classes & _CODE_MARK_BIT))
         + len(_DECIMAL.findall(window))
-        + len(_COMPLEXITY.findall(window))
+        + _complexities(window)
     )
     distinct, block_words = _vocabulary(keys)
     return len(starts), word_chars, tech_hits, long_words, arabic_words, distinct, block_words
 
 
-def _letters_before(letters: Mask) -> npt.NDArray[np.int32]:
-    """How many of the first ``i`` characters are letters, for every ``i`` from 0 to ``len(letters)``."""
+def _complexities(window: str) -> int:
+    """How many ``O(...)`` complexities ``window`` holds: scanned from its first "O", found by ``find`` (a memchr)."""
+    first = window.find("O")
+    return 0 if first == -1 else len(_COMPLEXITY.findall(window, first))
+
+
+def _letters_before(letters: Classes) -> npt.NDArray[np.int32]:
+    """The sum of ``letters`` over the first ``i`` characters, for every ``i`` from 0 to ``len(letters)``."""
     before = np.zeros(len(letters) + 1, np.int32)
-    letters.cumsum(out=before[1:])
+    np.add.accumulate(letters, dtype=np.int32, out=before[1:])  # cumsum() would take a slower way to the same sums
     return before
 
 
@@ -194,7 +210,7 @@ def _word_keys(codes: Codes, classes: Classes, starts: Offsets, ends: Offsets, l
     its length, 21 bits each: equal keys are equal (first, last, length) triples, what ``_vocabulary`` tells words
     apart by."""
     keys = codes[starts].astype(np.uint64)
-    keys += classes[starts] & ASCII_UPPER
+    keys += classes[starts] & _ASCII_UPPER_BIT
     keys <<= _CODE_BITS
     keys |= codes[ends - 1]
     keys <<= _CODE_BITS
@@ -206,11 +222,12 @@ def _token_slots(keys: Keys) -> npt.NDArray[np.uint64]:
     """A slot in ``_TECHNICAL_SLOTS`` per token, from its key (``_word_keys``): the top bits of a product that
     spreads every bit of the key over them. Equal keys share a slot, so a token whose slot no technical word
     has is not one (a token differing from one only in the case of its first letter is compared as a string)."""
-    return (keys * _MIX) >> np.uint64(64 - _SLOT_BITS)
+    return (keys * _MIX) >> _SLOT_SHIFT
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd; its (wrapping) product spreads every input bit over the top bits
 _SLOT_BITS = 16
+_SLOT_SHIFT = np.uint64(64 - _SLOT_BITS)
 
 
 def _technical_slots() -> npt.NDArray[np.bool_]:
@@ -235,25 +252,23 @@ def _technical_words(window: str, keys: Keys, starts: Offsets, ends: Offsets) ->
 
 def _vocabulary(keys: Keys) -> tuple[int, int]:
     """Distinct words and words, summed over the vocabulary blocks, words told apart by their keys
-    (``_word_keys``): sorting each block's keys puts equal ones side by side."""
-    width = min(VOCABULARY_WINDOW, len(keys))
-    blocks = keys[np.add.outer(_vocabulary_block_starts(len(keys)), _BLOCK_OFFSETS[:width])]  # one row per block
-    blocks.sort(axis=1)
-    return len(blocks) + int(np.count_nonzero(blocks[:, 1:] != blocks[:, :-1])), blocks.size
-
-
-_BLOCK_OFFSETS = np.arange(VOCABULARY_WINDOW)
-
-
-def _vocabulary_block_starts(n: int) -> list[int]:
-    """The first words of up to ``VOCABULARY_BLOCKS`` blocks of ``VOCABULARY_WINDOW`` words among ``n``, spread evenly.
-
-    One block, of all the words, when there are fewer than two blocks' worth.
+    (``_word_keys``): sorting each block's keys puts equal ones side by side. The blocks are those
+    ``_estimate_density`` names; their starts are worked out in numpy (a list made into an array costs more on a page),
+    and a lone block is a slice.
     """
+    n = len(keys)
     count = min(VOCABULARY_BLOCKS, n // VOCABULARY_WINDOW)
     if count <= 1:
-        return [0]
-    return [k * (n - VOCABULARY_WINDOW) // (count - 1) for k in range(count)]
+        block = np.sort(keys[:VOCABULARY_WINDOW])
+        return 1 + int(np.count_nonzero(block[1:] != block[:-1])), len(block)
+    first = _BLOCK_NUMBERS[:count] * (n - VOCABULARY_WINDOW) // (count - 1)
+    blocks = keys[first[:, np.newaxis] + _BLOCK_OFFSETS]  # one row per block
+    blocks.sort(axis=1)
+    return count + int(np.count_nonzero(blocks[:, 1:] != blocks[:, :-1])), blocks.size
+
+
+_BLOCK_OFFSETS = np.arange(VOCABULARY_WINDOW, dtype=np.intp)
+_BLOCK_NUMBERS = np.arange(VOCABULARY_BLOCKS, dtype=np.intp)
 
 
 class AdaptiveChunker(BaseChunker):
@@ -528,6 +543,8 @@ class _Cutter:
         self.target = sizing.targets[0]
         self.overlap = min(overlap, self.target // 2)
         self.structural = int(self.target * STRUCTURE_SHARE)  # how far into a chunk a structural end is wanted
+        # in characters (the default) a size is a difference: the few steps a chunk takes do the sum, not a call
+        self.characters = type(measure) is CharacterMeasure
 
     def _aim(self, start: int | None) -> int:
         """Take the target and overlap of the block holding ``start`` (a new chunk's start), and return the
@@ -539,7 +556,7 @@ class _Cutter:
             self.target = self.sizing.targets[self.block]
             self.overlap = min(self.max_overlap, self.target // 2)
             self.structural = int(self.target * STRUCTURE_SHARE)
-        return self.measure.ahead(start, self.target)
+        return start + self.target if self.characters else self.measure.ahead(start, self.target)
 
     def cut(self, ends: SentenceEnds) -> list[tuple[int, int, int]]:
         """Chunks as ``(start, end, block)``."""
@@ -548,30 +565,32 @@ class _Cutter:
         end = 0  # the open chunk's end
         fresh = False  # whether the open chunk holds text the previous chunk does not
         limit = 0  # the open chunk's reach (``_aim``)
-        s, e = ends.next_sentence(0)  # the current sentence's start and end
+        next_sentence, last_within = ends.next_sentence, ends.last_within  # looked up once, called at every chunk
+        aim, next_start = self._aim, self._next_start
+        s, e = next_sentence(0)  # the current sentence's start and end
         length = len(self.text)
         while s < length:
             while True:
                 if start is None or (not fresh and limit <= s):
                     start, end, fresh = s, s, False
-                    limit = self._aim(start)
+                    limit = aim(start)
                 if e <= limit:  # this sentence fits, and maybe more after it
-                    end, fresh = ends.last_within(limit), True
+                    end, fresh = last_within(limit), True
                     break
                 if fresh:
                     better = self._structural_end(ends, start, end, chunks[-1][1] if chunks else start)
                     if better != end:  # the chunk ends earlier: the sentence after it is another one
                         end = better
-                        s, e = ends.next_sentence(better)
+                        s, e = next_sentence(better)
                     chunks.append((start, end, self.block))
-                    start, fresh = self._next_start(ends, start, end, e), False
-                    limit = self._aim(start)
+                    start, fresh = next_start(ends, start, end, e), False
+                    limit = aim(start)
                     continue
                 piece_end, s = self._cut_sentence(s, limit)
                 chunks.append((start, piece_end, self.block))
                 start, end = self._next_start(ends, start, piece_end, e), piece_end
                 limit = self._aim(start)
-            s, e = ends.next_sentence(end)
+            s, e = next_sentence(end)
         if fresh and start is not None:
             chunks.append((start, end, self.block))
         return self._merge_short_tail(chunks)
@@ -580,7 +599,7 @@ class _Cutter:
         """The last structural end in ``[start + STRUCTURE_SHARE * target, end]`` past ``previous_end`` (the
         chunk before it ends there: a chunk starting in its overlap must still advance), else ``end``."""
         breaks = self.breaks
-        lowest = self.measure.ahead(start, self.structural)
+        lowest = start + self.structural if self.characters else self.measure.ahead(start, self.structural)
         floor = start if start > previous_end else previous_end  # a conditional, not max(): a call per chunk
         i = bisect_right(breaks, end) - 1
         while i >= 0 and breaks[i] >= lowest:
@@ -598,10 +617,12 @@ class _Cutter:
         if self.overlap == 0:
             return None
         measure = self.measure
-        lowest = measure.back(end, self.overlap)
+        if self.characters:
+            lowest, fitting = end - self.overlap, next_end - self.target
+        else:
+            lowest, fitting = measure.back(end, self.overlap), measure.back(next_end, self.target)
         if lowest <= start:
             lowest = start + 1
-        fitting = measure.back(next_end, self.target)
         if fitting < lowest:
             fitting = lowest
         found = self._overlap_start(ends, fitting, end)

@@ -13,7 +13,6 @@ import numpy as np
 import numpy.typing as npt
 
 Classes = npt.NDArray[np.uint8]
-Mask = npt.NDArray[np.bool_]
 Offsets = npt.NDArray[np.intp]
 Codes = npt.NDArray[np.uint8] | npt.NDArray[np.uint32]
 
@@ -42,6 +41,8 @@ def _table() -> Classes:
 
 
 _TABLE = _table()
+# The bit as a numpy scalar: a Python int operand costs a numpy call a third more (its type is worked out each time)
+_SPACE_BIT = np.uint8(SPACE)
 _ASCII_TABLE = _TABLE[:128].tobytes() + bytes(128)
 
 
@@ -63,7 +64,7 @@ def words(classes: Classes) -> tuple[Offsets, Offsets]:
     The mask is written straight into its padded copy: on a page, each numpy call costs as much as its work.
     """
     padded = np.zeros(len(classes) + 2, np.bool_)  # a run at either end has an edge too
-    np.equal(classes & SPACE, 0, out=padded[1:-1])
+    np.equal(classes & _SPACE_BIT, 0, out=padded[1:-1])
     edges = (padded[1:] != padded[:-1]).nonzero()[0]  # np.flatnonzero's wrappers cost more than the scan on a page
     return edges[0::2], edges[1::2]
 
