@@ -9,7 +9,6 @@ the run would fail.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import pickle
@@ -31,6 +30,7 @@ import pipelines.incremental.classify
 import pipelines.incremental.compare
 import pipelines.incremental.index
 import pipelines.incremental.previous
+import pipelines.incremental.rows
 import pipelines.input.read
 import pipelines.output.commit
 import zerda_core
@@ -620,9 +620,9 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     edited_after_a_run: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A runner that retries a failed commit, or restarts the steps before it (Flink), reads the run's listings
-    of files again: the commit deletes the staged data files before it publishes (a reader of
-    ``**/*.parquet`` must not find them beside the committed ones) and the listings only after; the committed
-    run leaves no staging."""
+    of files (and its staged index rows and leaving rows) again: the commit deletes the staged data files before it
+    publishes (a reader of ``**/*.parquet`` must not find them beside the committed ones) and what the workers read
+    only after; the committed run leaves no staging."""
     corpus, previous, _ = edited_after_a_run
     output = tmp_path / "out"
     shutil.copytree(previous, output)
@@ -631,7 +631,8 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
 
     def spy(fs: Any, root: str, files: Any, manifest: Any) -> Any:
         staged = sorted(str(p.relative_to(output)) for p in (output / "_staging").rglob("*") if p.is_file())
-        seen.append(([p for p in staged if "/listing/" in p], [p for p in staged if "/listing/" not in p]))
+        read = [p for p in staged if any(f"/{folder}/" in p for folder in ("listing", "index_rows", "leaving"))]
+        seen.append((read, [p for p in staged if p not in read]))
         return publish(fs, root, files, manifest)
 
     monkeypatch.setattr(pipelines.output.commit, "_publish", spy)
@@ -639,6 +640,7 @@ def test_the_runs_listings_outlive_its_staged_files_until_success_is_written(
     assert manifest["changes"]["incremental"] is True
     ((listings, others),) = seen
     assert any("/listing/previous/" in p for p in listings) and others == [], (listings, others)
+    assert any("/index_rows/" in p for p in listings) and any("/leaving/" in p for p in listings), listings
     assert not (output / "_staging").exists()
 
 
@@ -1065,19 +1067,6 @@ def test_two_files_redacted_to_one_source_are_read(tmp_path: Path) -> None:
     assert manifest["counts"] == full["counts"]
 
 
-def test_chunk_ids_packed_for_the_shuffle_come_back_as_they_were() -> None:
-    """Chunk ids travel to the comparison as 16-byte digests; ids of another form (an index edited by hand)
-    travel as they are. Either way the comparison sees the same list."""
-    from pipelines.incremental.index import _packed, _unpacked
-
-    ids = [hashlib.blake2b(str(n).encode(), digest_size=16).hexdigest() for n in range(5)]
-    packed = _packed(ids)
-    assert isinstance(packed, bytes) and len(packed) == 16 * len(ids)
-    assert _unpacked({"chunk_ids": packed, "record": 3}) == {"chunk_ids": ids, "record": 3}
-    for odd in (["not-a-digest", ids[0]], [ids[0].upper()], []):
-        assert _unpacked({"chunk_ids": _packed(odd)})["chunk_ids"] == odd
-
-
 def _spy_outputs(monkeypatch: pytest.MonkeyPatch, cls: type, method: str = "process") -> list[Any]:
     """What ``cls.<method>`` receives and gives from now on (in-memory runner: this process), as (element,
     outputs) pairs."""
@@ -1242,22 +1231,70 @@ def test_the_unchanged_documents_of_a_file_read_reach_the_comparison_as_a_few_by
     assert _rows(output) == _rows(fresh)
 
 
-def test_a_chunked_document_reaches_the_comparison_as_its_values_alone(
+def test_a_chunked_documents_index_row_reaches_the_comparison_as_the_path_of_a_staged_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A changed document's new index row goes to its partition's comparison as its values, without the names
-    of its fields or the values every row of the run shares (the settings fingerprint, zerda's version): the
-    runner holds the elements of that shuffle, and they grow with the change. The index written is a full run's."""
+    """The chunk writer stages the new index rows in files of their partition, in the run's staging, and the
+    comparison is sent only the files' paths: the runner holds the elements of that shuffle (the DirectRunner in
+    memory), so they are neither the rows nor their chunk ids, in a full run (every document chunked) as in an
+    incremental one. The index written is a full run's, and the staged rows go with the staging."""
     corpus, output, compared, manifest = _document_8_edited(tmp_path, monkeypatch, 40)
+    incremental = len(compared)
     fresh = tmp_path / "fresh"
-    (sent,) = [row for (_, grouped), _ in compared for _, row in grouped["rows"]]
-    data = pickle.dumps(sent)
-    assert isinstance(sent, tuple) and b"chunk_file" not in data and b"doc_id" not in data
-    shared = _table(output, "_index")[0]["config_fingerprint"], zerda_core.__version__
-    assert all(value.encode() not in data for value in shared)
-    assert manifest["changes"]["documents_changed"] == 1
     run(_argv(corpus, fresh))
+    staged = re.compile(r"_staging/[0-9TZa-f-]+/index_rows/\d{5}/part-[0-9a-f]{32}\.pq")
+    for spied, out in ((compared[:incremental], output), (compared[incremental:], fresh)):
+        sent = [list(grouped["rows"]) for (_, grouped), _ in spied]
+        paths = [path for paths in sent for path in paths]
+        assert paths and all(staged.fullmatch(path) for path in paths), paths
+        data = pickle.dumps(sent)
+        chunk_ids = [chunk_id for row in _table(out, "_index") for chunk_id in row["chunk_ids"]]
+        assert len(chunk_ids) >= 40 and not any(chunk_id.encode() in data for chunk_id in chunk_ids)
+        assert not (out / "_staging").exists()
+    assert manifest["changes"]["documents_changed"] == 1
     assert _index(output) == _index(fresh)
+
+
+def test_the_documents_leaving_a_chunk_file_reach_its_carry_as_the_path_of_a_staged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison stages the previous documents that leave their chunk file (here the edited one) in a file of
+    the run's staging, and the carry of a chunk file is sent that file's path, never the documents' keys: they
+    grow with the change, and the runner holds the shuffle between the two. The rows are a full run's."""
+    carried = _spy_outputs(monkeypatch, pipelines.incremental.carry._CarryChunkFile)
+    corpus, output, _, manifest = _document_8_edited(tmp_path, monkeypatch, 40)
+    sent = [(path, list(grouped["leaving"])) for (path, grouped), _ in carried]
+    naming = [staged for _, paths in sent for staged in paths]
+    assert len(naming) == 1 and re.fullmatch(r"_staging/[0-9TZa-f-]+/leaving/\d{5}/part-[0-9a-f]{32}\.pq", naming[0])
+    assert b"m7" not in pickle.dumps(sent)  # the edited document's id
+    assert manifest["changes"]["documents_changed"] == 1 and not (output / "_staging").exists()
+    fresh = tmp_path / "fresh"
+    run(_argv(corpus, fresh))
+    assert _rows(output) == _rows(fresh)
+
+
+def test_staged_index_rows_come_back_whole_however_many_partitions_a_bundle_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle writes few staged files at once (an object store buffers a block for each) and holds few rows:
+    a partition whose file was closed for another's goes on in a new file. Every row staged is read back once,
+    in its partition, with the values every row of the run shares added."""
+    monkeypatch.setattr(pipelines.incremental.rows, "_OPEN_FILES", 2)
+    monkeypatch.setattr(pipelines.incremental.rows, "_BUFFERED_ROWS", 3)
+    stage = pipelines.incremental.rows.StageIndexRows(str(tmp_path), "run1", "zstd")
+    stage.setup()
+    stage.start_bundle()
+    chunk_file = "density_bucket=0/part-a.parquet"
+    rows = [(n % 3, (f"s{n % 3}", n, f"d{n}", 1, 0, 9, 9, 0, [f"{n:032x}"], chunk_file)) for n in range(12)]
+    files = [out for element in rows for out in stage.process(element)]
+    files += [out.value for out in stage.finish_bundle()]
+    assert len(files) > 3 and len(set(files)) == len(files)
+    columns = pipelines.incremental.rows._STAGED_COLUMNS
+    for partition in range(3):
+        read = pipelines.incremental.rows.read_rows(str(tmp_path), [p for n, p in files if n == partition], "fp")
+        back = sorted(read, key=lambda row: row["record"])
+        assert [tuple(row[name] for name in columns) for row in back] == [v for n, v in rows if n == partition]
+        assert {(row["config_fingerprint"], row["zerda_version"]) for row in back} == {("fp", zerda_core.__version__)}
 
 
 def test_an_index_is_planned_from_its_documents_or_its_bytes_whichever_asks_more() -> None:

@@ -26,6 +26,7 @@ from pipelines.incremental.previous import (
     _why,
     read_index,
 )
+from pipelines.incremental.rows import read_leaving
 from pipelines.incremental.tags import _TOTALS
 from pipelines.names import REJECTS
 from pipelines.output.layout import (
@@ -117,9 +118,10 @@ def _batches(reports: Sequence[FileReport], max_rows: int) -> list[tuple[FileRep
 
 
 class _CarryChunkFile(beam.DoFn):
-    """(a previous chunk file's path, ``{"file": [(path, rows, footer digest)], "leaving": [(document key, rows)]}``)
-    -> the file kept where it is when no document leaves it (only its footer is read); else written again without
-    the rows of the documents leaving it, staged to replace it under its own name, so the index rows pointing at
+    """(a previous chunk file's path, ``{"file": [(path, rows, footer digest)], "leaving": [staged file]}``: the
+    staged files naming the documents that leave it, :func:`~pipelines.incremental.rows.read_leaving`) -> the file
+    kept where it is when no document leaves it (only its footer is read); else written again without the rows of
+    the documents leaving it, staged to replace it under its own name, so the index rows pointing at
     it stay right (nothing when no row is left). Only the files that hold a changed or removed document are read.
 
     Either way the file's footer must be the one the previous run committed (its digest is in the manifest's
@@ -134,16 +136,16 @@ class _CarryChunkFile(beam.DoFn):
 
     def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[StagedFile]:
         path, grouped = element
-        leaving, files = list(grouped["leaving"]), list(grouped["file"])
+        naming, files = list(grouped["leaving"]), list(grouped["file"])
         if not files:  # the index names a chunk file the manifest does not list: it is not this output's index
             raise PreviousUnreadable(f"{UNREADABLE_INDEX}: it names chunk file {path}, not in the manifest")
         ((_, rows, footer),) = files
         url = f"{self._root}/{path}"
-        if not leaving:
+        if not naming:
             written_as = _kept_footer(url, path, footer)
             yield StagedFile(posixpath.dirname(path), path, rows, written_as=written_as, kept=True, footer=footer)
             return
-        table = rows_staying(url, path, leaving, CHUNK_SCHEMA, footer)
+        table = rows_staying(url, path, read_leaving(self._output, naming, path), CHUNK_SCHEMA, footer)
         if table.num_rows:
             staged = stage_table(
                 self._output, self._run_id, posixpath.dirname(path), table, CHUNK_SUFFIX, self._compression

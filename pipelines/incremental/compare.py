@@ -4,80 +4,38 @@ file; and the id counts, per id partition."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from itertools import zip_longest
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.pvalue import TaggedOutput
 
-import zerda_core
-from pipelines.chunking import summarise
 from pipelines.errors import PreviousUnreadable
 from pipelines.incremental.classify import kept_records
 from pipelines.incremental.index import (
     _INDEX_ROW_GROUP,
-    _packed,
-    _unpacked,
     document_key,
     id_key,
     index_path,
     partition_of,
 )
 from pipelines.incremental.previous import UNREADABLE_INDEX, Previous, _previous_partition
+from pipelines.incremental.rows import read_rows, stage_leaving
 from pipelines.incremental.tags import _CHANGES, _DROPPED, _DUPLICATES, _FACTS, _IDS
 from pipelines.output.build_manifest import DUPLICATE_EXAMPLES
 from pipelines.output.layout import (
     IDS_DIR,
     INDEX_DIR,
-    PARTITION_COLUMN,
     REJECT_SUFFIX,
 )
 from pipelines.output.schema import IDS_SCHEMA, INDEX_SCHEMA
 from pipelines.output.write import (
     stage_table,
 )
-
-# What a chunked document's index row sends to its comparison: the values of these columns, in this order. No field
-# name and no value every row of the run shares (the settings fingerprint, zerda's version): the runner holds a
-# shuffle's elements (the DirectRunner in memory, as Python objects), and a row of named fields costs about three
-# times as much. The comparison adds the rest back (:func:`_received_row`).
-_SENT_COLUMNS = (
-    "source",
-    "record",
-    "doc_id",
-    "chunk_count",
-    PARTITION_COLUMN,
-    "chars",
-    "text_chars",
-    "overlap_chars",
-    "chunk_ids",
-    "chunk_file",
-)
-
-
-def _index_row(rows: list[dict[str, Any]], chunk_file: str, partitions: int) -> tuple[int, tuple[str, tuple[Any, ...]]]:
-    """A chunked document's index row from its chunk rows and the file holding them, keyed for the comparison
-    (its index partition, then its id in its source), as the values of ``_SENT_COLUMNS``."""
-    first = rows[0]
-    _, totals = summarise(rows)
-    bucket = first[PARTITION_COLUMN]
-    chunks, chars, text_chars, overlap = totals[bucket]
-    chunk_ids = _packed([row["chunk_id"] for row in sorted(rows, key=lambda row: row["chunk_index"])])
-    values = (first["source"], first["record"], first["doc_id"], chunks, bucket, chars, text_chars, overlap)
-    return partition_of(first["source"], partitions), (
-        id_key(first["source"], first["doc_id"]),
-        (*values, chunk_ids, chunk_file),
-    )
-
-
-def _received_row(values: Sequence[Any], fingerprint: str) -> dict[str, Any]:
-    """The index row :func:`_index_row` sent, whole: its hash of the text is added later, where the hashes meet."""
-    row = dict(zip(_SENT_COLUMNS, values, strict=True))
-    return {**row, "content_hash": "", "config_fingerprint": fingerprint, "zerda_version": zerda_core.__version__}
 
 
 class _PartitionTask(beam.DoFn):
@@ -95,9 +53,11 @@ class _ComparePartition(_PartitionTask):
     """One index partition, before and now -> its index file, change rows, change counts, and (when rows are
     carried) the previous rows that leave their chunk file.
 
-    The partition's previous rows are read here, from the previous index (never shuffled); this run's hashes
-    and new index rows come grouped by partition. The rows of the sources not read (unchanged files) are
-    carried as they are and count as unchanged; the others are compared per (source, doc id) (:func:`_compare`).
+    The partition's previous rows are read here, from the previous index (never shuffled), and so are this run's
+    new index rows, from the files the chunk writer staged them in (:mod:`pipelines.incremental.rows`): only
+    the files' paths and this run's hashes come grouped by partition. The rows of the sources not read (unchanged
+    files) are carried as they are and count as unchanged; the others are compared per (source, doc id)
+    (:func:`_compare`).
     A task holds one partition: about ``_DOCUMENTS_PER_PARTITION`` documents.
     """
 
@@ -131,15 +91,20 @@ class _ComparePartition(_PartitionTask):
         if found != len(kept):  # classified unchanged by a slice of the index this partition does not hold
             path = index_path(partition, self._partitions)
             raise PreviousUnreadable(f"{UNREADABLE_INDEX}: {path} (it lacks documents its sources' slices hold)")
-        for key, values in grouped["rows"]:
-            groups[key]["rows"].append(_received_row(values, self._fingerprint))
-        rows = []
+        for row in read_rows(self._output, list(grouped["rows"]), self._fingerprint):
+            groups[id_key(row["source"], row["doc_id"])]["rows"].append(row)
+        rows: list[dict[str, Any]] = []
+        leaving: list[Leaving] = []
         for key in sorted(groups):
             for out in _compare((key, groups.pop(key)), self._previous.carry):
-                if isinstance(out, TaggedOutput):
+                if isinstance(out, Leaving):
+                    leaving.append(out)
+                elif isinstance(out, TaggedOutput):
                     yield out
                 else:
                     rows.extend(out)
+        for chunk_file, path in stage_leaving(self._output, self._run_id, partition, leaving, self._compression):
+            yield TaggedOutput(_DROPPED, (chunk_file, path))
         if carried.num_rows:
             yield TaggedOutput(_FACTS, Counter({"documents_unchanged": carried.num_rows}))
         index = pa.concat_tables([pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), carried])
@@ -204,7 +169,7 @@ class _CountIds(_PartitionTask):
 
 def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> Iterator[Any]:
     """The documents of one id in one source, before and now -> their index rows, change rows and counts, and
-    (when rows are carried) the previous rows that leave their chunk file: ``(file, (document key, rows))``.
+    (when rows are carried) the previous rows that leave their chunk file (:class:`Leaving`).
 
     Chunk ids are compared over the whole group, not document by document: two copies of one text under
     one id share chunk ids, so removing one copy removes no chunk the other still holds; and a document
@@ -212,9 +177,9 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> I
     not asked to re-embed it.
     """
     _, grouped = element
-    before = {row["record"]: _unpacked(row) for row in grouped["previous"]}
+    before = {row["record"]: row for row in grouped["previous"]}
     hashed = {record: (kind, digest) for record, kind, digest in grouped["hash"]}
-    rows = {row["record"]: _unpacked(row) for row in grouped["rows"]}
+    rows = {row["record"]: row for row in grouped["rows"]}
     now: dict[int, dict[str, Any]] = {}
     for record, (kind, digest) in hashed.items():
         if kind == "kept":  # only a document found in the previous index is kept
@@ -226,8 +191,7 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> I
     if carry:  # every previous document not kept as it was: changed, moved to another record, or removed
         for record, row in before.items():
             if now.get(record) is not row:
-                key = document_key(row["source"], record, row["doc_id"])
-                yield TaggedOutput(_DROPPED, (row["chunk_file"], (key, row["chunk_count"])))
+                yield Leaving(row["chunk_file"], document_key(row["source"], record, row["doc_id"]), row["chunk_count"])
     for old, new in _paired(before, now):
         kind = "removed" if new is None else "added" if old is None else "unchanged" if _same(old, new) else "changed"
         yield TaggedOutput(_FACTS, Counter({f"documents_{kind}": 1}))
@@ -248,6 +212,14 @@ def _compare(element: tuple[str, Mapping[str, Iterable[Any]]], carry: bool) -> I
 
 
 Document = Mapping[str, Any]
+
+
+class Leaving(NamedTuple):
+    """A previous document whose rows leave their chunk file (changed, moved to another record, or removed)."""
+
+    chunk_file: str
+    document: str  # its key (:func:`document_key`)
+    rows: int
 
 
 def _paired(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,23 +74,3 @@ def document_keys(table: pa.Table) -> pa.Array:
     return pc.binary_join_element_wise(
         table.column("source"), pc.cast(table.column("record"), pa.string()), table.column("doc_id"), _SEP
     )
-
-
-_DIGEST = re.compile(r"[0-9a-f]{32}")  # a chunk id: a 16-byte blake2b digest in hex (DocumentChunk.chunk_id)
-
-
-def _packed(ids: list[str]) -> bytes | list[str]:
-    """A document's chunk ids as one string of 16-byte digests, for the shuffle to the comparison: a third of
-    the bytes Beam buffers (a DirectRunner holds a shuffle's data in memory), and one object per document,
-    not one per chunk. Ids of another form (an index edited by hand) stay a list."""
-    if all(_DIGEST.fullmatch(chunk_id) for chunk_id in ids):
-        return bytes.fromhex("".join(ids))
-    return ids
-
-
-def _unpacked(row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` with its chunk ids a list again (see :func:`_packed`)."""
-    ids = row["chunk_ids"]
-    if isinstance(ids, bytes):
-        ids = [ids[start : start + 16].hex() for start in range(0, len(ids), 16)]
-    return {**row, "chunk_ids": ids}

@@ -18,9 +18,10 @@ from pipelines.incremental.carry import (
     _CarryFiles,
 )
 from pipelines.incremental.classify import _Classify
-from pipelines.incremental.compare import _add_changes, _ComparePartition, _CountIds, _index_row
+from pipelines.incremental.compare import _add_changes, _ComparePartition, _CountIds
 from pipelines.incremental.index import partition_of
 from pipelines.incremental.previous import Previous
+from pipelines.incremental.rows import StageIndexRows, index_row
 from pipelines.incremental.tags import _CHANGES, _DROPPED, _DUPLICATES, _FACTS, _HASH, _IDS, _TO_CHUNK, _TOTALS
 from pipelines.input.listing import Listed, listing_folder
 from pipelines.names import REJECTS
@@ -90,8 +91,11 @@ class ChunkIncrementally(beam.PTransform):
             _TOTALS, _HASH, main=_TO_CHUNK
         )
         chunked = split[_TO_CHUNK] | "ChunkDocuments" >> self._chunk_documents
-        describe = functools.partial(_index_row, partitions=partitions)
+        describe = functools.partial(index_row, partitions=partitions)
         written = chunked.chunks | "WriteChunks" >> self._write_chunks(describe)
+        staged_rows = written[DOCUMENTS] | "StageIndexRows" >> beam.ParDo(
+            StageIndexRows(output, self._run_id, compression)
+        )  # fused with the writer: the rows cross no shuffle, only their files' paths do
         rejects, reports, totals = chunked.rejects, None, split[_TOTALS]
         unchanged = self._unchanged
         if unchanged is not None:  # files not read: their totals and rejects join those of the records read
@@ -116,7 +120,7 @@ class ChunkIncrementally(beam.PTransform):
                 "partition": every_partition,
                 "unread": unread,
                 "hash": split[_HASH],
-                "rows": written[DOCUMENTS],
+                "rows": staged_rows,
             }
             | "ByPartition" >> beam.CoGroupByKey()
             | "Compare"

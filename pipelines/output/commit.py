@@ -32,7 +32,7 @@ from fsspec import AbstractFileSystem
 
 from pipelines.errors import CommitError
 from pipelines.output.build_manifest import finish_manifest
-from pipelines.output.layout import LISTING_DIR, MANIFEST_FILE, STAGING_DIR, SUCCESS_FILE
+from pipelines.output.layout import INDEX_ROWS_DIR, LEAVING_DIR, LISTING_DIR, MANIFEST_FILE, STAGING_DIR, SUCCESS_FILE
 from pipelines.output.lease import check_held
 from pipelines.output.manifest import FOOTER_THREADS, Manifest, write_files_table
 from pipelines.output.ownership import dataset_files, staged_as
@@ -161,7 +161,7 @@ class _FinishCommit(_CommitStep):
             runs = _staging_folders(root, plan)
             _remove(fs, [path for run in runs for path in _staged_files(fs, run)], recursive=True)
             final = _unless_stopped(self._run_id, lambda: _publish(fs, root, committed, manifest))  # the last change
-        _remove(fs, runs, recursive=True)  # its listings, which a runner restarting the steps before reads again
+        _remove(fs, runs, recursive=True)  # what its workers read, should a runner restart earlier steps
         _remove_if_empty(fs, f"{root}/{STAGING_DIR}")
         yield final
 
@@ -265,12 +265,13 @@ def _staging_folders(root: str, plan: Plan) -> list[str]:
 
 
 def _staged_files(fs: AbstractFileSystem, run: str) -> list[str]:
-    """What a run's staging folder holds but its listings (the lists of files the workers read)."""
+    """What a run's staging folder holds but what the workers read: its listings (the lists of files) and its
+    staged index rows (read by the comparison) and leaving rows (read by the carry)."""
     try:
         entries = [entry.rstrip("/") for entry in fs.ls(run, detail=False)]
     except FileNotFoundError:
         return []
-    return [entry for entry in entries if posixpath.basename(entry) != LISTING_DIR]
+    return [entry for entry in entries if posixpath.basename(entry) not in (LISTING_DIR, INDEX_ROWS_DIR, LEAVING_DIR)]
 
 
 def _publish(

@@ -34,6 +34,7 @@ from pipelines.incremental.previous import (
     _resized,
     judge_previous,
 )
+from pipelines.incremental.rows import read_leaving
 from pipelines.incremental.transform import ChunkIncrementally
 from pipelines.input.listing import Listed
 from pipelines.output.iceberg import (
@@ -176,31 +177,34 @@ class TableIncrementally(ChunkIncrementally):
         )
         carried = {"leaving": dropped, "file": files} | "DataFileAndLeaving" >> beam.CoGroupByKey()
         target = self._target
-        carry = _CarryDataFile(target.chunk_files, self._run_id, self._settings.compression)
+        carry = _CarryDataFile(target.chunk_files, output, self._run_id, self._settings.compression)
         return (written, carried | "CarryDataFiles" >> beam.ParDo(carry)) | "AllDataFiles" >> beam.Flatten()
 
 
 class _CarryDataFile(beam.DoFn):
-    """(a data file's name, its path and rows in the previous snapshot, the documents whose rows leave it) -> the
+    """(a data file's name, its path and rows in the previous snapshot, the staged files naming the documents whose
+    rows leave it) -> the
     file kept as it is when none leave; else written again without their rows, under its name in this run's
     folder (nothing when no row is left). Only the files that lose rows are read."""
 
-    def __init__(self, files: TableFiles, run_id: str, compression: str) -> None:
+    def __init__(self, files: TableFiles, side: str, run_id: str, compression: str) -> None:
         self._files = files
+        self._side = side  # the side folder, whose staging holds the files naming the documents leaving
         self._run_id = run_id
         self._compression = compression
 
     def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[StagedFile]:
         name, grouped = element
-        leaving, files = list(grouped["leaving"]), list(grouped["file"])
+        staged, files = list(grouped["leaving"]), list(grouped["file"])
         if not files:  # the index names a file the snapshot does not hold: it is not this snapshot's index
             raise PreviousUnreadable(
                 f"{UNREADABLE_INDEX}: it names data file {name}, which the table's snapshot does not hold"
             )
         ((path, rows, _),) = files
-        if not leaving:
+        if not staged:
             yield StagedFile(posixpath.dirname(name), path, rows, kept=True)
             return
+        leaving = read_leaving(self._side, staged, name)
         table = rows_staying(f"{self._files.location}/{path}", path, leaving, TABLE_CHUNK_SCHEMA)
         if table.num_rows:
             yield write_data_file(

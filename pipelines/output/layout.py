@@ -15,6 +15,8 @@ PARTITION_COLUMN = "density_bucket"
 # Where things lie in OUTPUT; reject files end in .pq so that read_parquet('OUTPUT/**/*.parquet') reads chunks only.
 STAGING_DIR = "_staging"
 LISTING_DIR = "listing"  # in a run's staging folder: the lists of files its workers read (pipelines.input.listing)
+INDEX_ROWS_DIR = "index_rows"  # in a run's staging folder too: its new index rows, for the comparison to read
+LEAVING_DIR = "leaving"  # and the previous rows leaving their chunk files, for the carry (pipelines.incremental.rows)
 REJECTS_DIR = "_rejects"
 MANIFEST_FILE = "_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
