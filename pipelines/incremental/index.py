@@ -35,6 +35,12 @@ _BYTES_PER_PARTITION = 32 * 2**20  # input bytes a partition is planned from at 
 MAX_INDEX_PARTITIONS = 4096
 
 
+# Documents a run without previous documents plans its index for: it knows nothing of its input's size at launch
+# (the workers list the files), so it plans for a large corpus, 1,024 partitions (10^8 documents at twice a
+# partition's planned rows). A partition that gets no document costs one small task and writes no file.
+FIRST_RUN_DOCUMENTS = 1024 * _DOCUMENTS_PER_PARTITION
+
+
 _INDEX_ROW_GROUP = 2048  # rows per row group of an index file: a source's slice is read by its statistics
 
 

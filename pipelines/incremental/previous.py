@@ -21,7 +21,13 @@ from fsspec.core import url_to_fs
 
 import zerda_core
 from pipelines.errors import EnvironmentFault, ManifestError, OutputError, PreviousUnreadable, without_beam_steps
-from pipelines.incremental.index import _PARTITION_NAME, index_partitions, index_path, partition_of
+from pipelines.incremental.index import (
+    _PARTITION_NAME,
+    FIRST_RUN_DOCUMENTS,
+    index_partitions,
+    index_path,
+    partition_of,
+)
 from pipelines.input.source import fault_kind
 from pipelines.output.layout import (
     IDS_DIR,
@@ -56,8 +62,9 @@ UNREADABLE_INPUTS = "a previous inputs table cannot be read"  # the manifest's: 
 
 def planned_partitions(previous: Previous) -> int:
     """This run's index partitions: as many as the previous run's documents or the bytes it read ask, the more
-    (known from its manifest's counts: the launch lists no input file)."""
-    return index_partitions(previous.documents, previous.input_bytes)
+    (known from its manifest's counts: the launch lists no input file); a first run, as many as
+    ``FIRST_RUN_DOCUMENTS`` ask."""
+    return index_partitions(previous.documents or FIRST_RUN_DOCUMENTS, previous.input_bytes)
 
 
 @dataclass(frozen=True)
