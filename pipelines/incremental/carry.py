@@ -66,7 +66,7 @@ class _CarryFiles(beam.DoFn):
                 rejects.setdefault(reject["source"], []).append(Reject(**reject))
         return rejects
 
-    def process(self, reports: Sequence[FileReport]) -> Iterator[Any]:
+    def process(self, reports: Iterable[FileReport]) -> Iterator[Any]:
         if self._rejects is None:
             self._rejects = self._load()
         columns = ["source", PARTITION_COLUMN, *_COUNTED_COLUMNS]
