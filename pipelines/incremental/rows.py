@@ -34,7 +34,7 @@ from pipelines.chunking import summarise
 from pipelines.incremental.index import partition_of
 from pipelines.output.layout import INDEX_ROWS_DIR, LEAVING_DIR, PARTITION_COLUMN, REJECT_SUFFIX, STAGING_DIR
 from pipelines.output.schema import INDEX_SCHEMA
-from pipelines.output.write import _staging_writes, begin_file
+from pipelines.output.write import begin_file, staging_writes
 
 # What a chunked document's index row is staged as: the values of these columns of the index, in this order. No
 # value every row of the run shares (the settings fingerprint, zerda's version), nor the hash of the text, added
@@ -140,7 +140,7 @@ class StageIndexRows(beam.DoFn):
         part = self._open.pop(partition)
         if part.rows:
             self._flush(part)
-        with _staging_writes(self._output):
+        with staging_writes(self._output):
             part.close()
         return partition, part.relative
 
@@ -159,7 +159,7 @@ class StageIndexRows(beam.DoFn):
         table = pa.table(arrays, schema=_STAGED_SCHEMA)
         self._buffered -= len(part.rows)
         part.rows = []
-        with _staging_writes(self._output):
+        with staging_writes(self._output):
             if part.writer is None:
                 begin_file(self._run_id)
                 path = f"{self._root}/{part.relative}"
@@ -195,7 +195,7 @@ def stage_leaving(
     fs, root = url_to_fs(output)
     relative = _staged_path(run_id, LEAVING_DIR, partition)
     path = f"{posixpath.normpath(root)}/{relative}"
-    with _staging_writes(output):
+    with staging_writes(output):
         begin_file(run_id)
         fs.makedirs(posixpath.dirname(path), exist_ok=True)
         with fs.open(path, "wb") as f:

@@ -276,7 +276,7 @@ class _StageParquet(beam.DoFn):
         self._open: dict[str, _OpenPart] = {}
 
     def process(self, rows: list[Mapping[str, Any]]):
-        with _staging_writes(self._output):
+        with staging_writes(self._output):
             yield from self._stage(rows)
 
     def _stage(self, rows: list[Mapping[str, Any]]):
@@ -308,7 +308,7 @@ class _StageParquet(beam.DoFn):
         return part.size + rows > self._max_rows or (key != part.key and part.size >= self._max_rows // 2)
 
     def finish_bundle(self):
-        with _staging_writes(self._output):
+        with staging_writes(self._output):
             for directory in list(self._open):
                 yield GlobalWindows.windowed_value_at_end_of_window(self._close(directory))
 
@@ -529,14 +529,14 @@ def stage_table(
     folder: str | None = None,
 ) -> StagedFile:
     """Write ``table`` as one new file in the run's staging folder, as the row writer would name it."""
-    with _staging_writes(output):
+    with staging_writes(output):
         fs, path, relative = staging_path(output, run_id, directory, suffix, folder)
         metadata, size = write_parquet(fs, path, relative, table, compression, row_group_size)
     return StagedFile(directory, relative, table.num_rows, size, footer=written_footer_digest(metadata))
 
 
 @contextlib.contextmanager
-def _staging_writes(output: str) -> Iterator[None]:
+def staging_writes(output: str) -> Iterator[None]:
     """A write into the run's staging that fails for the storage's reason, not a passing one (a full disk, a
     quota, a read-only or denied folder: :func:`~pipelines.input.source.fault_kind`), as one line saying OUTPUT
     is as it was (nothing of it changes before the commit), not the traceback around it. A passing error (a lost
